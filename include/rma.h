@@ -1,0 +1,255 @@
+/*
+ * rma.h - one-sided remote memory access.
+ *
+ * A process registers memory and hands out an advertisement (a token); peers
+ * holding it put into or get from that memory over the best transport both
+ * sides share.  Every call returns 0, a count, or a negative errno; name it
+ * with rma_strerror().  Output arguments come last and are written only on
+ * success.  All calls are thread-safe unless noted (rma_engine_destroy).
+ */
+#ifndef RMA_H
+#define RMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RMA_VERSION_MAJOR 0
+#define RMA_VERSION_MINOR 1
+#define RMA_VERSION_PATCH 0
+
+/* Opaque handles. */
+typedef struct rma_engine rma_engine; /* one per process or independent user */
+typedef struct rma_region rma_region; /* registered local memory */
+typedef struct rma_remote rma_remote; /* a decoded advertisement */
+
+/* Transport levels: a peer is reached through the highest level both share. */
+enum rma_level {
+	RMA_LEVEL_NONE = 0,
+	RMA_LEVEL_TCP = 1,
+	RMA_LEVEL_NIC = 2,
+	RMA_LEVEL_MEMORY = 3,
+};
+
+/* Remote access granted on a region (local use is always allowed). */
+enum rma_access {
+	RMA_ACCESS_REMOTE_READ = 1u << 0,  /* peers may get from it */
+	RMA_ACCESS_REMOTE_WRITE = 1u << 1, /* peers may put into it */
+};
+#define RMA_ACCESS_REMOTE_RW (RMA_ACCESS_REMOTE_READ | RMA_ACCESS_REMOTE_WRITE)
+
+/* rma_config.flags */
+enum rma_engine_flags {
+	/* No progress thread: the caller drives progress with rma_progress().
+	 * rma_submit(), rma_read_into() and rma_write_from() drive it themselves. */
+	RMA_ENGINE_MANUAL_PROGRESS = 1u << 0,
+};
+
+/*
+ * Engine configuration.  Call rma_config_init() first, then set what you need;
+ * zero means "default" for every numeric field.  The struct is copied during
+ * rma_engine_create(); its strings need not outlive the call.  `size` lets the
+ * struct grow without breaking older callers.
+ *
+ * Environment overrides, read once at rma_engine_create() (they win over the
+ * struct): RMA_TRANSPORTS, RMA_LISTEN, RMA_SECRET, RMA_TIMEOUT_MS,
+ * RMA_STRIPES, RMA_LOG (error|warn|info|debug).
+ */
+struct rma_config {
+	size_t size;            /* sizeof(struct rma_config) */
+	const char *transports; /* "tcp,shm"; NULL = every available one */
+	const char *listen;     /* "HOST:PORT"; NULL = "127.0.0.1:0" */
+	const char *secret;     /* shared secret checked at connect; NULL = none */
+	unsigned flags;         /* enum rma_engine_flags */
+	unsigned queue_depth;   /* chunks in flight per peer (credits); 64 */
+	unsigned cq_depth;      /* completions that may wait unpolled; 4096 */
+	unsigned stripes;       /* connections per peer for striping; 2 */
+	uint64_t max_msg_size;  /* chunk size; 0 = the transport's (tcp: 1 MiB) */
+	int timeout_ms;         /* default op deadline; 30000 */
+	int spin_us;            /* busy-poll before sleeping; 50 */
+};
+
+void rma_config_init(struct rma_config *cfg);
+
+int rma_engine_create(const struct rma_config *cfg, rma_engine **out);
+
+/* The engine's own address (every active transport's endpoint) as bytes;
+ * returns the length, or -ENOSPC if cap is too small. */
+int rma_engine_address(rma_engine *e, void *buf, size_t cap);
+
+/*
+ * Stop the engine.  New posts fail with -ESHUTDOWN.  With drain_ms > 0,
+ * in-flight ops get up to drain_ms to finish; whatever is left (or
+ * everything, with drain_ms == 0) completes with -ECANCELED.  Returns 0 when
+ * nothing had to be cancelled, -ETIMEDOUT otherwise.  Completions stay
+ * pollable until rma_engine_destroy().
+ */
+int rma_engine_shutdown(rma_engine *e, int drain_ms);
+
+/* Shuts down (cancelling) if needed, releases every region, frees the
+ * engine.  Not thread-safe: no other call on e may be running. */
+void rma_engine_destroy(rma_engine *e);
+
+/* ---- regions and advertisements ---- */
+
+/* Register [addr, addr+len) with enum rma_access flags (0 = local use only). */
+int rma_region_register(rma_engine *e, void *addr, size_t len, unsigned access,
+			rma_region **out);
+
+/*
+ * Revoke every advertisement of the region and free the handle.  Local ops
+ * using the region complete with -ECANCELED.  When it returns, no remote op
+ * reads or writes the memory any more; remote ops racing with it fail at
+ * their initiator.
+ */
+int rma_region_release(rma_region *r);
+
+/*
+ * Advertise [off, off+len) of a region (len 0 = to the end) with at most the
+ * region's access (access 0 = the region's).  Only that window is reachable
+ * with the result.  rma_advertise() writes bytes and returns their count;
+ * rma_advertise_text() writes one NUL-terminated word ([A-Za-z0-9_-]) and
+ * returns its strlen.  -ENOSPC if cap is too small.
+ */
+#define RMA_ADVERTISEMENT_MAX 512  /* bytes */
+#define RMA_ADVERTISEMENT_TEXT_MAX 700 /* chars, with the NUL */
+int rma_advertise(rma_region *r, uint64_t off, uint64_t len, unsigned access,
+		  void *buf, size_t cap);
+int rma_advertise_text(rma_region *r, uint64_t off, uint64_t len,
+		       unsigned access, char *text, size_t cap);
+
+/* Decode an advertisement, validating everything (-EBADMSG if malformed).
+ * A remote is independent of any engine; free it with rma_remote_free(). */
+int rma_remote_decode(const void *buf, size_t len, rma_remote **out);
+int rma_remote_parse(const char *text, rma_remote **out);
+void rma_remote_free(rma_remote *r);
+uint64_t rma_remote_length(const rma_remote *r);
+unsigned rma_remote_access(const rma_remote *r);
+
+/* ---- peers ---- */
+
+/* Connect to the owner of `r` now (ops otherwise connect on first use). */
+int rma_peer_connect(rma_engine *e, const rma_remote *r, int timeout_ms);
+
+/* Wait up to timeout_ms for this peer's ops, cancel the rest (-ECANCELED),
+ * and drop its connections.  Returns 0, -ETIMEDOUT if ops were cancelled,
+ * or -ENOENT if there is no such peer. */
+int rma_peer_remove(rma_engine *e, const rma_remote *r, int timeout_ms);
+
+/* ---- ops ---- */
+
+enum rma_op_kind {
+	RMA_OP_PUT = 1, /* local -> remote */
+	RMA_OP_GET = 2, /* remote -> local */
+};
+
+struct rma_op {
+	unsigned kind;            /* enum rma_op_kind */
+	unsigned flags;           /* none defined yet; must be 0 */
+	rma_region *local;        /* local memory (any access flags) */
+	uint64_t local_off;
+	const rma_remote *remote; /* may be freed once the op is posted */
+	uint64_t remote_off;      /* within the advertised window */
+	uint64_t len;             /* bytes; 0 completes at once with 0 */
+	uint64_t user_data;       /* returned in the completion */
+};
+
+/* result: bytes moved, or a negative errno.  A put's completion means the
+ * bytes are in the target's memory; a get's, that they are in local memory. */
+struct rma_completion {
+	uint64_t user_data;
+	int64_t result;
+};
+
+/*
+ * Post ops asynchronously with a deadline of timeout_ms (0 = the engine's
+ * default, < 0 = none).  Returns how many were posted, from the first: each
+ * posted op delivers exactly one completion.  If op i is invalid, ops before
+ * it are posted and the count i is returned; if the first is invalid, its
+ * -errno is returned.  -EAGAIN: completion queue full, poll first.
+ */
+int rma_post(rma_engine *e, const struct rma_op *ops, size_t n, int timeout_ms);
+
+/* Take up to max waiting completions; returns the count (0 if none). */
+int rma_poll(rma_engine *e, struct rma_completion *out, size_t max);
+
+/* Drive progress once, waiting up to timeout_ms for activity; returns the
+ * number of completions waiting.  Needed only with RMA_ENGINE_MANUAL_PROGRESS. */
+int rma_progress(rma_engine *e, int timeout_ms);
+
+/* A file descriptor that is readable when completions wait (with
+ * RMA_ENGINE_MANUAL_PROGRESS: when rma_progress() has work).  Owned by the
+ * engine; do not close it. */
+int rma_completion_fd(rma_engine *e);
+
+/* Deliver completions to cb (from the progress thread, in batches, with no
+ * engine lock held) instead of the queue.  cb NULL restores the queue. */
+typedef void (*rma_complete_cb)(void *arg, const struct rma_completion *c,
+				size_t n);
+int rma_set_callback(rma_engine *e, rma_complete_cb cb, void *arg);
+
+/*
+ * Run n ops to completion with one deadline.  results[i] receives op i's
+ * result (bytes or -errno), always exactly n of them.  Returns 0 if all
+ * succeeded, else the number that failed; if report is given it then holds
+ * one message naming each failed op by index and reason.  Completions of
+ * these ops never reach rma_poll() or the callback.
+ */
+int rma_submit(rma_engine *e, const struct rma_op *ops, size_t n,
+	       int timeout_ms, int64_t *results, char *report,
+	       size_t report_cap);
+
+/* Monarch's size rules, whole buffers: read_into moves the remote length
+ * into the start of local (local must be at least as big); write_from moves
+ * the local length into the start of the remote (remote must be at least as
+ * big).  Return the bytes moved or -errno (-EMSGSIZE on a size mismatch). */
+int64_t rma_read_into(rma_engine *e, rma_region *local, const rma_remote *r,
+		      int timeout_ms);
+int64_t rma_write_from(rma_engine *e, rma_region *local, const rma_remote *r,
+		       int timeout_ms);
+
+/* ---- introspection ---- */
+
+struct rma_transport_info {
+	const char *name;   /* "tcp", ... */
+	int level;          /* enum rma_level */
+	int available;      /* 1 if usable on this host */
+	const char *detail; /* why not available, or a short description */
+};
+
+/* Fill up to max entries, one per compiled transport; returns how many are
+ * compiled (may exceed max). */
+int rma_transports(struct rma_transport_info *out, size_t max);
+
+/* Raw transport handles (e.g. for GPU-initiated transfers), where a
+ * transport has any; -EOPNOTSUPP where it has none, -ENOENT if the
+ * transport is not active in this engine. Returns the bytes written. */
+int rma_transport_raw(rma_engine *e, const char *transport, void *out,
+		      size_t cap);
+
+/* Transport used to reach the owner of r ("tcp"), or NULL if none fits. */
+const char *rma_route(rma_engine *e, const rma_remote *r);
+
+const char *rma_strerror(int err);
+const char *rma_version(void); /* "0.1.0" */
+
+/* crc32c (Castagnoli) of a buffer, continuing from crc (start with 0). */
+uint32_t rma_crc32c(uint32_t crc, const void *buf, size_t len);
+
+/* Logging: messages at or above level go to cb (default: stderr). */
+enum rma_log_level {
+	RMA_LOG_ERROR = 0,
+	RMA_LOG_WARN = 1,
+	RMA_LOG_INFO = 2,
+	RMA_LOG_DEBUG = 3,
+};
+typedef void (*rma_log_cb)(void *arg, int level, const char *msg);
+void rma_set_log(int level, rma_log_cb cb, void *arg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RMA_H */

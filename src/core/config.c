@@ -1,0 +1,97 @@
+/* Configuration: defaults, and the few RMA_* environment overrides. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+/* The documented knobs, in one place.  `rma info` prints this list. */
+RMA_EXPORT void rma_config_init(struct rma_config *cfg)
+{
+	memset(cfg, 0, sizeof *cfg);
+	cfg->size = sizeof *cfg;
+}
+
+static int env_int(const char *name, long lo, long hi, long *out)
+{
+	const char *s = getenv(name);
+	char *end;
+	if (!s || !*s)
+		return 0;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || *end || v < lo || v > hi) {
+		rma__err("%s=%s: not a number in [%ld, %ld]", name, s, lo, hi);
+		return -EINVAL;
+	}
+	*out = v;
+	return 1;
+}
+
+static int log_level_from(const char *s)
+{
+	static const char *names[] = {"error", "warn", "info", "debug"};
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(s, names[i]))
+			return i;
+	return -1;
+}
+
+/* Copy the caller's config (as much of it as they know of), apply the
+ * environment, and fill in defaults. */
+int rma__config_resolve(const struct rma_config *in, struct rma_config *out)
+{
+	long v;
+	int rc;
+
+	rma_config_init(out);
+	if (in) {
+		if (in->size < offsetof(struct rma_config, queue_depth) ||
+		    in->size > 4096)
+			return -EINVAL;
+		memcpy(out, in, RMA_MIN(in->size, sizeof *out));
+		out->size = sizeof *out;
+	}
+	if (getenv("RMA_TRANSPORTS") && *getenv("RMA_TRANSPORTS"))
+		out->transports = getenv("RMA_TRANSPORTS");
+	if (getenv("RMA_LISTEN") && *getenv("RMA_LISTEN"))
+		out->listen = getenv("RMA_LISTEN");
+	if (getenv("RMA_SECRET") && *getenv("RMA_SECRET"))
+		out->secret = getenv("RMA_SECRET");
+	if ((rc = env_int("RMA_TIMEOUT_MS", 1, 86400000, &v)) < 0)
+		return rc;
+	if (rc)
+		out->timeout_ms = (int)v;
+	if ((rc = env_int("RMA_STRIPES", 1, 64, &v)) < 0)
+		return rc;
+	if (rc)
+		out->stripes = (unsigned)v;
+	if (getenv("RMA_LOG") && *getenv("RMA_LOG")) {
+		int lvl = log_level_from(getenv("RMA_LOG"));
+		if (lvl < 0) {
+			rma__err("RMA_LOG=%s: use error|warn|info|debug", getenv("RMA_LOG"));
+			return -EINVAL;
+		}
+		rma_set_log(lvl, NULL, NULL);
+	}
+
+	if (out->flags & ~(unsigned)RMA_ENGINE_MANUAL_PROGRESS)
+		return -EINVAL;
+	if (!out->listen)
+		out->listen = "127.0.0.1:0";
+	if (!out->queue_depth)
+		out->queue_depth = 64;
+	if (!out->cq_depth)
+		out->cq_depth = 4096;
+	if (!out->stripes)
+		out->stripes = 2;
+	if (!out->timeout_ms)
+		out->timeout_ms = 30000;
+	if (!out->spin_us)
+		out->spin_us = 50;
+	if (out->queue_depth > 65536 || out->cq_depth > (1u << 24) ||
+	    out->stripes > 64 || out->timeout_ms < 0 || out->spin_us < 0 ||
+	    (out->max_msg_size && out->max_msg_size < 4096))
+		return -EINVAL;
+	return 0;
+}

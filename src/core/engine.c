@@ -1,0 +1,362 @@
+/* engine.c - engine lifetime, transports, shutdown, introspection. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/core.h"
+
+int rma__config_resolve(const struct rma_config *in, struct rma_config *out);
+
+int64_t rma__now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+const struct rma__engine_params *rma__engine_params(struct rma_engine *e)
+{
+	return &e->p;
+}
+
+/* Is `name` in the comma-separated list (NULL list = everything)? */
+static int listed(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	if (!list)
+		return 1;
+	for (const char *p = list; *p;) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		if (len == n && !strncmp(p, name, n))
+			return 1;
+		if (!end)
+			break;
+		p = end + 1;
+	}
+	return 0;
+}
+
+/* Every name in the list must be a compiled transport. */
+static int check_list(const char *list)
+{
+	unsigned n;
+	const struct rma__transport_ops *const *reg = rma__registry(&n);
+	char buf[256];
+
+	if (!list)
+		return 0;
+	if (strlen(list) >= sizeof buf || !*list)
+		return -EINVAL;
+	strcpy(buf, list);
+	for (char *save, *tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		unsigned i;
+		for (i = 0; i < n && strcmp(reg[i]->name, tok); i++)
+			;
+		if (i == n) {
+			rma__err("unknown transport '%s'", tok);
+			return -ENOENT;
+		}
+	}
+	return 0;
+}
+
+static int start_transports(struct rma_engine *e)
+{
+	unsigned n;
+	const struct rma__transport_ops *const *reg = rma__registry(&n);
+	int rc = check_list(e->cfg.transports);
+
+	if (rc)
+		return rc;
+	for (unsigned i = 0; i < n && e->ntr < RMA__MAX_TRANSPORTS; i++) {
+		const struct rma__transport_ops *ops = reg[i];
+		const char *why = "";
+		struct rma__transport *t;
+
+		if (!listed(e->cfg.transports, ops->name))
+			continue;
+		rc = ops->probe(&why);
+		if (rc == 0)
+			rc = ops->init(e, &t);
+		if (rc) {
+			/* Asked for by name: that is an error; else skip it. */
+			if (e->cfg.transports) {
+				rma__err("transport %s: %s (%s)", ops->name,
+					 why, rma_strerror(rc));
+				return rc;
+			}
+			rma__info("transport %s skipped: %s", ops->name, why);
+			continue;
+		}
+		t->ops = ops;
+		t->engine = e;
+		t->index = (int)e->ntr;
+		e->tr[e->ntr++] = t;
+	}
+	return e->ntr ? 0 : -EHOSTUNREACH;
+}
+
+static char *dup_opt(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+static void engine_free(struct rma_engine *e)
+{
+	for (unsigned i = 0; i < e->ntr; i++)
+		e->tr[i]->ops->fini(e->tr[i]);
+	/* No poller is left: release retired watches now. */
+	while (e->grave) {
+		struct rma__watch *w = e->grave;
+		e->grave = w->gnext;
+		if (w->release)
+			w->release(w);
+	}
+	rma__keytab_fini(&e->grants);
+	if (e->epfd >= 0)
+		close(e->epfd);
+	if (e->wake_fd >= 0)
+		close(e->wake_fd);
+	if (e->cq_fd >= 0)
+		close(e->cq_fd);
+	free(e->ops);
+	free(e->cq);
+	free(e->transports_str);
+	free(e->listen_str);
+	free(e->secret_str);
+	pthread_mutex_destroy(&e->mu);
+	pthread_cond_destroy(&e->done_cv);
+	pthread_cond_destroy(&e->pt_cv);
+	free(e);
+}
+
+static void wake_cb(struct rma__watch *w, uint32_t events)
+{
+	uint64_t v;
+	if (read(w->fd, &v, sizeof v) < 0) {
+		/* EAGAIN: someone else drained it */
+	}
+}
+
+RMA_EXPORT int rma_engine_create(const struct rma_config *cfg, rma_engine **out)
+{
+	struct rma_engine *e;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	e = calloc(1, sizeof *e);
+	if (!e)
+		return -ENOMEM;
+	e->epfd = e->wake_fd = e->cq_fd = -1;
+	pthread_mutex_init(&e->mu, NULL);
+	pthread_cond_init(&e->done_cv, NULL);
+	pthread_cond_init(&e->pt_cv, NULL);
+
+	rc = rma__config_resolve(cfg, &e->cfg);
+	if (rc)
+		goto fail;
+	/* Own the strings: the caller's need not outlive this call. */
+	e->transports_str = dup_opt(e->cfg.transports);
+	e->listen_str = dup_opt(e->cfg.listen);
+	e->secret_str = dup_opt(e->cfg.secret);
+	e->cfg.transports = e->transports_str;
+	e->cfg.listen = e->listen_str;
+	e->cfg.secret = e->secret_str;
+	e->flags = e->cfg.flags;
+
+	e->p.listen = e->cfg.listen;
+	e->p.secret = e->cfg.secret;
+	e->p.queue_depth = e->cfg.queue_depth;
+	e->p.stripes = e->cfg.stripes;
+	e->p.max_msg_size = e->cfg.max_msg_size;
+	e->p.engine_id = rma__random_u64();
+	rc = -EIO;
+	if (!e->p.engine_id)
+		goto fail;
+
+	rc = rma__keytab_init(&e->grants, rma__random_u64());
+	if (rc)
+		goto fail;
+	rc = rma__ops_init(e);
+	if (rc)
+		goto fail;
+	e->cq_cap = e->cfg.cq_depth;
+	e->cq = calloc(e->cq_cap, sizeof *e->cq);
+	e->epfd = epoll_create1(EPOLL_CLOEXEC);
+	e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	e->cq_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	rc = -ENOMEM;
+	if (!e->cq)
+		goto fail;
+	rc = -errno;
+	if (e->epfd < 0 || e->wake_fd < 0 || e->cq_fd < 0)
+		goto fail;
+	e->wake_watch.fd = e->wake_fd;
+	e->wake_watch.cb = wake_cb;
+	rc = rma__watch_add(e, &e->wake_watch, EPOLLIN);
+	if (rc)
+		goto fail;
+
+	rc = start_transports(e);
+	if (rc)
+		goto fail;
+	if (!(e->flags & RMA_ENGINE_MANUAL_PROGRESS)) {
+		rc = rma__progress_start(e);
+		if (rc)
+			goto fail;
+	}
+	*out = e;
+	return 0;
+fail:
+	engine_free(e);
+	return rc;
+}
+
+RMA_EXPORT int rma_engine_address(rma_engine *e, void *buf, size_t cap)
+{
+	uint8_t *b = buf;
+	size_t o = 8;
+	int rc = 0;
+
+	if (!e || (!buf && cap))
+		return -EINVAL;
+	if (cap < 8)
+		return -ENOSPC;
+	rma__put_le64(b, e->p.engine_id);
+	pthread_mutex_lock(&e->mu);
+	for (unsigned i = 0; i < e->ntr && rc >= 0; i++) {
+		struct rma__transport *t = e->tr[i];
+		if (cap - o < 3) {
+			rc = -ENOSPC;
+			break;
+		}
+		rc = t->ops->ad_pack(t, NULL, 0, 0, 0, b + o + 3, cap - o - 3);
+		if (rc >= 0) {
+			b[o] = t->ops->wire_id;
+			rma__put_le16(b + o + 1, (uint16_t)rc);
+			o += 3 + (size_t)rc;
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
+	return rc < 0 ? rc : (int)o;
+}
+
+/* Live user ops (not zombies) left? */
+static int busy(struct rma_engine *e)
+{
+	return e->live > 0;
+}
+
+RMA_EXPORT int rma_engine_shutdown(rma_engine *e, int drain_ms)
+{
+	int cancelled = 0;
+
+	if (!e)
+		return -EINVAL;
+	pthread_mutex_lock(&e->mu);
+	e->shut = true;
+	if (drain_ms > 0) {
+		int64_t until = rma__now_ns() + (int64_t)drain_ms * 1000000;
+		e->waiters++;
+		while (busy(e) && rma__now_ns() < until) {
+			pthread_mutex_unlock(&e->mu);
+			rma__progress_once(e, 1);
+			pthread_mutex_lock(&e->mu);
+		}
+		e->waiters--;
+		pthread_cond_broadcast(&e->pt_cv);
+	}
+	cancelled = busy(e);
+	/* Dropping every peer cancels whatever is left, zombies included. */
+	while (e->peers)
+		rma__peer_destroy(e, e->peers, -ECANCELED);
+	pthread_mutex_unlock(&e->mu);
+	rma__deliver_callbacks(e);
+	return cancelled ? -ETIMEDOUT : 0;
+}
+
+RMA_EXPORT void rma_engine_destroy(rma_engine *e)
+{
+	if (!e)
+		return;
+	rma_engine_shutdown(e, 0);
+	rma__progress_stop(e);
+	pthread_mutex_lock(&e->mu);
+	rma__region_free_all(e);
+	pthread_mutex_unlock(&e->mu);
+	engine_free(e);
+}
+
+/* Pick the transport for a remote: the highest level both sides have. */
+const struct rma__rentry *rma__route(struct rma_engine *e, const rma_remote *r,
+				     struct rma__transport **tp)
+{
+	const struct rma__rentry *best = NULL;
+	for (unsigned i = 0; i < e->ntr; i++) {
+		struct rma__transport *t = e->tr[i];
+		for (unsigned k = 0; k < r->nent; k++) {
+			if (r->ent[k].wire_id != t->ops->wire_id)
+				continue;
+			if (!best || t->ops->level > (*tp)->ops->level) {
+				best = &r->ent[k];
+				*tp = t;
+			}
+		}
+	}
+	return best;
+}
+
+RMA_EXPORT const char *rma_route(rma_engine *e, const rma_remote *r)
+{
+	struct rma__transport *t = NULL;
+	if (!e || !r)
+		return NULL;
+	pthread_mutex_lock(&e->mu);
+	const struct rma__rentry *ent = rma__route(e, r, &t);
+	pthread_mutex_unlock(&e->mu);
+	return ent ? t->ops->name : NULL;
+}
+
+RMA_EXPORT int rma_transports(struct rma_transport_info *out, size_t max)
+{
+	unsigned n;
+	const struct rma__transport_ops *const *reg = rma__registry(&n);
+	for (unsigned i = 0; i < n && i < max; i++) {
+		const char *why = "available";
+		out[i].name = reg[i]->name;
+		out[i].level = reg[i]->level;
+		out[i].available = reg[i]->probe(&why) == 0;
+		out[i].detail = why;
+	}
+	return (int)n;
+}
+
+RMA_EXPORT int rma_transport_raw(rma_engine *e, const char *name, void *out,
+				 size_t cap)
+{
+	int rc = -ENOENT;
+	if (!e || !name)
+		return -EINVAL;
+	pthread_mutex_lock(&e->mu);
+	for (unsigned i = 0; i < e->ntr; i++)
+		if (!strcmp(e->tr[i]->ops->name, name))
+			rc = e->tr[i]->ops->raw(e->tr[i], out, cap);
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+int rma__timeout_ns(struct rma_engine *e, int timeout_ms, int64_t *deadline)
+{
+	if (timeout_ms == 0)
+		timeout_ms = e->cfg.timeout_ms;
+	*deadline = timeout_ms < 0 ? 0
+				   : rma__now_ns() + (int64_t)timeout_ms * 1000000;
+	return 0;
+}

@@ -1,0 +1,202 @@
+/*
+ * progress.c - the progress loop: epoll, deadlines, callbacks, and the
+ * progress thread.
+ *
+ * The thread spins (epoll_wait with timeout 0) for spin_us after any
+ * activity, then sleeps until the next deadline: a blocking wake-up across
+ * cores costs tens of microseconds, a spinning poll a few.  While a caller
+ * waits in rma_submit it drives progress itself and the thread stands
+ * aside, so one waiting op costs one spinning core, not two.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include "core/core.h"
+
+int rma__watch_add(struct rma_engine *e, struct rma__watch *w, uint32_t events)
+{
+	struct epoll_event ev = {.events = events, .data.ptr = w};
+	w->retired = 0;
+	return epoll_ctl(e->epfd, EPOLL_CTL_ADD, w->fd, &ev) ? -errno : 0;
+}
+
+int rma__watch_mod(struct rma_engine *e, struct rma__watch *w, uint32_t events)
+{
+	struct epoll_event ev = {.events = events, .data.ptr = w};
+	return epoll_ctl(e->epfd, EPOLL_CTL_MOD, w->fd, &ev) ? -errno : 0;
+}
+
+void rma__watch_retire(struct rma_engine *e, struct rma__watch *w)
+{
+	epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+	w->retired = 1;
+	w->gnext = e->grave;
+	e->grave = w;
+}
+
+/* Release retired watches once no thread can hold an event naming one:
+ * a poller that started after the EPOLL_CTL_DEL cannot see them. */
+static void bury(struct rma_engine *e)
+{
+	if (!e->grave || __atomic_load_n(&e->pollers, __ATOMIC_SEQ_CST))
+		return;
+	struct rma__watch *w = e->grave;
+	e->grave = NULL;
+	while (w) {
+		struct rma__watch *next = w->gnext;
+		if (w->release)
+			w->release(w);
+		w = next;
+	}
+}
+
+void rma__wake(struct rma_engine *e)
+{
+	uint64_t one = 1;
+	if (write(e->wake_fd, &one, sizeof one) < 0) {
+		/* counter full: it is readable anyway */
+	}
+}
+
+int rma__progress_once(struct rma_engine *e, int timeout_ms)
+{
+	struct epoll_event ev[64];
+	int n;
+
+	__atomic_add_fetch(&e->pollers, 1, __ATOMIC_SEQ_CST);
+	n = epoll_wait(e->epfd, ev, 64, timeout_ms);
+	pthread_mutex_lock(&e->mu);
+	__atomic_sub_fetch(&e->pollers, 1, __ATOMIC_SEQ_CST);
+	for (int i = 0; i < n; i++) {
+		struct rma__watch *w = ev[i].data.ptr;
+		if (!w->retired)
+			w->cb(w, ev[i].events);
+	}
+	for (unsigned i = 0; i < e->ntr; i++)
+		e->tr[i]->ops->progress(e->tr[i]);
+	int64_t now = rma__now_ns();
+	if (n > 0)
+		e->last_activity = now;
+	rma__check_deadlines(e, now);
+	bury(e);
+	pthread_mutex_unlock(&e->mu);
+	rma__deliver_callbacks(e);
+	return n < 0 ? -errno : n;
+}
+
+void rma__deliver_callbacks(struct rma_engine *e)
+{
+	struct rma_completion batch[64];
+
+	pthread_mutex_lock(&e->mu);
+	/* One thread delivers at a time, so callbacks arrive in order. */
+	while (e->cb && !e->in_cb && e->cq_count) {
+		rma_complete_cb cb = e->cb;
+		void *arg = e->cb_arg;
+		uint32_t n = 0;
+		while (n < RMA_ARRAY_SIZE(batch) && e->cq_count) {
+			batch[n++] = e->cq[e->cq_head];
+			e->cq_head = (e->cq_head + 1) % e->cq_cap;
+			e->cq_count--;
+			e->cq_reserved--;
+		}
+		if (!e->cq_count) {
+			uint64_t v;
+			if (read(e->cq_fd, &v, sizeof v) < 0) {
+				/* manual mode never writes it */
+			}
+		}
+		e->in_cb = true;
+		pthread_mutex_unlock(&e->mu);
+		cb(arg, batch, n);
+		pthread_mutex_lock(&e->mu);
+		e->in_cb = false;
+	}
+	pthread_mutex_unlock(&e->mu);
+}
+
+static int sleep_ms(struct rma_engine *e)
+{
+	int64_t now = rma__now_ns();
+	if (now - e->last_activity < (int64_t)e->cfg.spin_us * 1000)
+		return 0;
+	if (!e->next_deadline)
+		return 1000; /* transports' own timers (handshakes) */
+	int64_t ms = (e->next_deadline - now) / 1000000 + 1;
+	return (int)RMA_MAX(0, RMA_MIN(ms, 1000));
+}
+
+static void *thread_main(void *arg)
+{
+	struct rma_engine *e = arg;
+
+	pthread_mutex_lock(&e->mu);
+	while (!e->stop) {
+		while (e->waiters && !e->stop)
+			pthread_cond_wait(&e->pt_cv, &e->mu);
+		if (e->stop)
+			break;
+		int timeout = sleep_ms(e);
+		pthread_mutex_unlock(&e->mu);
+		rma__progress_once(e, timeout);
+		pthread_mutex_lock(&e->mu);
+	}
+	pthread_mutex_unlock(&e->mu);
+	return NULL;
+}
+
+int rma__progress_start(struct rma_engine *e)
+{
+	int rc = pthread_create(&e->thread, NULL, thread_main, e);
+	if (rc)
+		return -rc;
+	e->has_thread = true;
+	return 0;
+}
+
+void rma__progress_stop(struct rma_engine *e)
+{
+	if (!e->has_thread)
+		return;
+	pthread_mutex_lock(&e->mu);
+	e->stop = true;
+	pthread_cond_broadcast(&e->pt_cv);
+	pthread_mutex_unlock(&e->mu);
+	rma__wake(e);
+	pthread_join(e->thread, NULL);
+	e->has_thread = false;
+}
+
+RMA_EXPORT int rma_progress(rma_engine *e, int timeout_ms)
+{
+	if (!e)
+		return -EINVAL;
+	int rc = rma__progress_once(e, timeout_ms);
+	if (rc < 0 && rc != -EINTR)
+		return rc;
+	pthread_mutex_lock(&e->mu);
+	rc = (int)e->cq_count;
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
+RMA_EXPORT int rma_completion_fd(rma_engine *e)
+{
+	if (!e)
+		return -EINVAL;
+	return (e->flags & RMA_ENGINE_MANUAL_PROGRESS) ? e->epfd : e->cq_fd;
+}
+
+RMA_EXPORT int rma_set_callback(rma_engine *e, rma_complete_cb cb, void *arg)
+{
+	if (!e)
+		return -EINVAL;
+	pthread_mutex_lock(&e->mu);
+	e->cb = cb;
+	e->cb_arg = arg;
+	pthread_mutex_unlock(&e->mu);
+	rma__deliver_callbacks(e);
+	return 0;
+}

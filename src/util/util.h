@@ -1,0 +1,61 @@
+/* Small internal helpers shared by the core and transports. */
+#ifndef RMA_UTIL_H
+#define RMA_UTIL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#define RMA_EXPORT __attribute__((visibility("default")))
+#define RMA_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define RMA_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define RMA_MAX(a, b) ((a) > (b) ? (a) : (b))
+
+/* Little-endian loads and stores (the wire and advertisement byte order). */
+static inline void rma__put_le16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+static inline void rma__put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void rma__put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline uint16_t rma__le16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | p[1] << 8);
+}
+static inline uint32_t rma__le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+static inline uint64_t rma__le64(const uint8_t *p)
+{
+	return (uint64_t)rma__le32(p) | (uint64_t)rma__le32(p + 4) << 32;
+}
+
+/* Random bytes from getrandom(); falls back to nothing weaker. */
+int rma__random(void *buf, size_t n);
+uint64_t rma__random_u64(void); /* never 0 */
+
+/* Keyed 64-bit hash (SipHash-2-4) for the secret proof and table salting. */
+uint64_t rma__siphash(const uint8_t key[16], const void *data, size_t n);
+
+/* Logging. */
+void rma__log(int level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+int rma__log_enabled(int level);
+#define rma__err(...) rma__log(RMA_LOG_ERROR, __VA_ARGS__)
+#define rma__warn(...) rma__log(RMA_LOG_WARN, __VA_ARGS__)
+#define rma__info(...) rma__log(RMA_LOG_INFO, __VA_ARGS__)
+#define rma__dbg(...) \
+	do { if (rma__log_enabled(RMA_LOG_DEBUG)) rma__log(RMA_LOG_DEBUG, __VA_ARGS__); } while (0)
+
+#endif

@@ -1,0 +1,230 @@
+/*
+ * cmd_target.c - `rma target`: register a buffer, print its advertisement,
+ * serve it until stdin ends or a signal arrives, then print its crc32c.
+ */
+#include "common.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct target_args {
+	const char *transports; /* NULL = every available one */
+	const char *listen;     /* NULL = the library's default */
+	uint64_t size;
+	bool fill;
+	uint64_t seed;
+	unsigned access;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: rma target [--transport LIST] [--listen HOST:PORT] [--size BYTES]\n"
+		"                  [--fill SEED] [--access rw|r|w]\n\n"
+		"Register a buffer (default 1M, zero-filled unless --fill) with the given\n"
+		"remote access (default rw) and print exactly one line on stdout:\n"
+		"  advertisement: TOKEN\n"
+		"Then serve remote puts and gets until stopped, release the buffer and print\n"
+		"  crc32c: HEX        (of the whole buffer, 8 lowercase hex digits)\n\n"
+		"Stopping: SIGINT or SIGTERM always stops it.  If stdin is a terminal, a\n"
+		"pipe, a FIFO or a socket, end of input on stdin stops it too (close the\n"
+		"pipe, or press Ctrl-D).  If stdin is /dev/null or a regular file it is\n"
+		"ignored (it would end at once) and only a signal stops the target.\n\n"
+		"options:\n"
+		"  --transport LIST  transports to offer, e.g. tcp or tcp,shm (default: all)\n"
+		"  --listen ADDR     listen address (default 127.0.0.1:0)\n"
+		"  --size BYTES      buffer size: 4096, 64K, 1M, 1G, 1MiB (default 1M)\n"
+		"  --fill SEED       fill with the deterministic pattern of SEED\n"
+		"  --access MODE     rw (default), r (get only) or w (put only)\n");
+}
+
+static int parse_args(int argc, char **argv, struct target_args *a)
+{
+	static const struct option opts[] = {
+		{ "transport", required_argument, NULL, 't' },
+		{ "listen", required_argument, NULL, 'l' },
+		{ "size", required_argument, NULL, 's' },
+		{ "fill", required_argument, NULL, 'f' },
+		{ "access", required_argument, NULL, 'a' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	*a = (struct target_args){ .size = RMA_TOOL_DEFAULT_SIZE,
+				   .access = RMA_ACCESS_REMOTE_RW };
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":t:l:s:f:a:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 't': a->transports = optarg; break;
+		case 'l': a->listen = optarg; break;
+		case 's':
+			if (parse_size(optarg, &a->size) < 0 || a->size == 0)
+				return tool_usage_error("target", "bad --size '%s'", optarg);
+			break;
+		case 'f':
+			if (parse_u64(optarg, &a->seed) < 0)
+				return tool_usage_error("target", "bad --fill seed '%s'", optarg);
+			a->fill = true;
+			break;
+		case 'a':
+			if (parse_access(optarg, &a->access) < 0)
+				return tool_usage_error("target", "bad --access '%s' (rw, r or w)", optarg);
+			break;
+		case 'h':
+			usage(stdout);
+			return -1;
+		default:
+			return tool_getopt_error("target", c, argv);
+		}
+	}
+	if (optind < argc)
+		return tool_usage_error("target", "unexpected argument '%s'", argv[optind]);
+	if ((uint64_t)(size_t)a->size != a->size)
+		return tool_usage_error("target", "--size too large for this machine");
+	return 0;
+}
+
+/*
+ * Block the stop signals and return a signalfd for them.  This must happen
+ * before the engine starts its progress thread, which inherits the mask:
+ * otherwise the signal could land on that thread and kill the process
+ * before the buffer's crc is printed.
+ */
+static int stop_signals_fd(void)
+{
+	sigset_t set;
+	int fd;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGHUP);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return -errno;
+	fd = signalfd(-1, &set, SFD_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/* Whether end of input on stdin is a meaningful "stop" (see usage()). */
+static bool stdin_is_watchable(void)
+{
+	struct stat st;
+
+	if (fstat(STDIN_FILENO, &st) < 0)
+		return false;
+	if (isatty(STDIN_FILENO))
+		return true;
+	return S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode);
+}
+
+/* Serve until stdin reaches EOF (when watched) or a stop signal arrives. */
+static void wait_for_stop(int sig_fd)
+{
+	struct pollfd pfd[2] = {
+		{ .fd = sig_fd, .events = POLLIN },
+		{ .fd = stdin_is_watchable() ? STDIN_FILENO : -1, .events = POLLIN },
+	};
+
+	for (;;) {
+		char buf[256];
+
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		if (pfd[0].revents)
+			return; /* a stop signal: nothing else to read from it */
+		if (pfd[1].revents) {
+			/* Input is ignored; only its end matters. */
+			ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+
+			if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+				return;
+		}
+	}
+}
+
+static int serve(const struct target_args *a, int sig_fd, rma_engine *e,
+		 unsigned char *buf)
+{
+	char token[RMA_ADVERTISEMENT_TEXT_MAX];
+	rma_region *r;
+	int rc;
+
+	rc = rma_region_register(e, buf, (size_t)a->size, a->access, &r);
+	if (rc < 0)
+		return tool_fail("target", EXIT_RUNTIME, "registering %" PRIu64
+				 " bytes: %s", a->size, rma_strerror(rc));
+	rc = rma_advertise_text(r, 0, 0, 0, token, sizeof(token));
+	if (rc < 0) {
+		rma_region_release(r);
+		return tool_fail("target", EXIT_RUNTIME, "advertising: %s",
+				 rma_strerror(rc));
+	}
+	printf("advertisement: %s\n", token);
+	fflush(stdout);
+
+	wait_for_stop(sig_fd);
+
+	/* Once release returns no remote op touches buf: the crc is final. */
+	rc = rma_region_release(r);
+	if (rc < 0)
+		fprintf(stderr, "rma target: releasing the region: %s\n",
+			rma_strerror(rc));
+	printf("crc32c: %08" PRIx32 "\n", buffer_crc(buf, (size_t)a->size));
+	fflush(stdout);
+	return EXIT_OK;
+}
+
+int cmd_target(int argc, char **argv)
+{
+	struct target_args a;
+	struct rma_config cfg;
+	rma_engine *e;
+	unsigned char *buf;
+	int rc, sig_fd;
+
+	rc = parse_args(argc, argv, &a);
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+
+	/* A reader that went away must not kill us before the crc line. */
+	signal(SIGPIPE, SIG_IGN);
+	sig_fd = stop_signals_fd();
+	if (sig_fd < 0)
+		return tool_fail("target", EXIT_RUNTIME, "signalfd: %s",
+				 strerror(-sig_fd));
+
+	buf = buffer_alloc((size_t)a.size);
+	if (!buf)
+		return tool_fail("target", EXIT_RUNTIME, "allocating %" PRIu64
+				 " bytes: %s", a.size, strerror(errno));
+	if (a.fill)
+		fill_pattern(buf, (size_t)a.size, a.seed);
+
+	rma_config_init(&cfg);
+	cfg.transports = a.transports;
+	cfg.listen = a.listen;
+	rc = rma_engine_create(&cfg, &e);
+	if (rc < 0) {
+		buffer_free(buf, (size_t)a.size);
+		return tool_fail("target", EXIT_RUNTIME, "creating the engine: %s",
+				 rma_strerror(rc));
+	}
+	rc = serve(&a, sig_fd, e, buf);
+	rma_engine_destroy(e);
+	buffer_free(buf, (size_t)a.size);
+	close(sig_fd);
+	return rc;
+}

@@ -1,0 +1,352 @@
+/*
+ * cmd_xfer.c - `rma put` and `rma get`: one transfer to or from an
+ * advertised buffer, with its size, time, throughput and crc32c.
+ */
+#include "common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CONNECT_TIMEOUT_MS 30000 /* when --timeout is not given */
+
+struct xfer_args {
+	const char *cmd;  /* "put" or "get" */
+	unsigned kind;    /* RMA_OP_PUT or RMA_OP_GET */
+	const char *token;
+	const char *transports;
+	bool has_size;
+	uint64_t size;
+	uint64_t offset;
+	bool fill;
+	uint64_t seed;
+	const char *file; /* put: source file */
+	const char *out;  /* get: destination file */
+	int timeout_ms;   /* 0 = the engine's default */
+};
+
+static void usage(FILE *f, unsigned kind)
+{
+	if (kind == RMA_OP_PUT)
+		fprintf(f,
+			"usage: rma put TOKEN [--size BYTES] [--offset N] [--fill SEED | --file PATH]\n"
+			"                     [--timeout MS] [--transport LIST]\n\n"
+			"Write bytes into the buffer advertised by TOKEN at --offset (default 0).\n"
+			"The bytes are the --fill pattern of SEED, the contents of PATH, or zeros.\n"
+			"Size defaults to the file size with --file, else to the advertised length\n"
+			"minus the offset.\n\n");
+	else
+		fprintf(f,
+			"usage: rma get TOKEN [--size BYTES] [--offset N] [--out PATH]\n"
+			"                     [--timeout MS] [--transport LIST]\n\n"
+			"Read bytes out of the buffer advertised by TOKEN from --offset (default 0),\n"
+			"optionally saving them to PATH.  Size defaults to the advertised length\n"
+			"minus the offset.\n\n");
+	fprintf(f,
+		"On success prints:\n"
+		"  bytes: N\n"
+		"  time: X.XXX ms\n"
+		"  throughput: X.XX MB/s      (MB = 10^6 bytes)\n"
+		"  crc32c: HEX                (of the bytes moved)\n"
+		"On failure prints one line 'rma %s: REASON' on stderr and exits 1.\n\n"
+		"options:\n"
+		"  --size BYTES      bytes to move: 4096, 64K, 1M, 1G, 1MiB\n"
+		"  --offset N        offset within the advertised window (same suffixes)\n"
+		"  --timeout MS      deadline for the transfer (default: the engine's, 30 s)\n"
+		"  --transport LIST  transports this side may use (default: all)\n",
+		kind == RMA_OP_PUT ? "put" : "get");
+}
+
+static int parse_args(int argc, char **argv, struct xfer_args *a)
+{
+	static const struct option opts[] = {
+		{ "size", required_argument, NULL, 's' },
+		{ "offset", required_argument, NULL, 'o' },
+		{ "fill", required_argument, NULL, 'f' },
+		{ "file", required_argument, NULL, 'F' },
+		{ "out", required_argument, NULL, 'O' },
+		{ "timeout", required_argument, NULL, 'T' },
+		{ "transport", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	bool put = a->kind == RMA_OP_PUT;
+	uint64_t v;
+	int c;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":s:o:f:F:O:T:t:h", opts, NULL)) != -1) {
+		switch (c) {
+		case 's':
+			if (parse_size(optarg, &a->size) < 0)
+				return tool_usage_error(a->cmd, "bad --size '%s'", optarg);
+			a->has_size = true;
+			break;
+		case 'o':
+			if (parse_size(optarg, &a->offset) < 0)
+				return tool_usage_error(a->cmd, "bad --offset '%s'", optarg);
+			break;
+		case 'f':
+			if (!put)
+				return tool_usage_error(a->cmd, "--fill is for put");
+			if (parse_u64(optarg, &a->seed) < 0)
+				return tool_usage_error(a->cmd, "bad --fill seed '%s'", optarg);
+			a->fill = true;
+			break;
+		case 'F':
+			if (!put)
+				return tool_usage_error(a->cmd, "--file is for put (get uses --out)");
+			a->file = optarg;
+			break;
+		case 'O':
+			if (put)
+				return tool_usage_error(a->cmd, "--out is for get");
+			a->out = optarg;
+			break;
+		case 'T':
+			if (parse_u64(optarg, &v) < 0 || v == 0 || v > INT32_MAX)
+				return tool_usage_error(a->cmd, "bad --timeout '%s' (milliseconds, > 0)", optarg);
+			a->timeout_ms = (int)v;
+			break;
+		case 't': a->transports = optarg; break;
+		case 'h':
+			usage(stdout, a->kind);
+			return -1;
+		default:
+			return tool_getopt_error(a->cmd, c, argv);
+		}
+	}
+	if (a->fill && a->file)
+		return tool_usage_error(a->cmd, "--fill and --file exclude each other");
+	if (optind >= argc)
+		return tool_usage_error(a->cmd, "missing TOKEN (the target's advertisement)");
+	a->token = argv[optind++];
+	if (optind < argc)
+		return tool_usage_error(a->cmd, "unexpected argument '%s'", argv[optind]);
+	return 0;
+}
+
+/* Work out how many bytes to move; returns 0 or an exit code. */
+static int decide_size(struct xfer_args *a, const rma_remote *r)
+{
+	uint64_t remote_len = rma_remote_length(r);
+	struct stat st;
+
+	if (a->file && stat(a->file, &st) < 0)
+		return tool_fail(a->cmd, EXIT_RUNTIME, "%s: %s", a->file, strerror(errno));
+	if (a->file && a->has_size && a->size > (uint64_t)st.st_size)
+		return tool_fail(a->cmd, EXIT_RUNTIME, "%s has only %lld bytes, --size is %"
+				 PRIu64, a->file, (long long)st.st_size, a->size);
+	if (!a->has_size && a->file) {
+		a->size = (uint64_t)st.st_size;
+	} else if (!a->has_size) {
+		/* Leave explicit sizes to the library's bounds check; a default
+		 * size past the end is our own mistake to name. */
+		if (a->offset > remote_len)
+			return tool_fail(a->cmd, EXIT_RUNTIME, "offset %" PRIu64
+					 " is beyond the advertised length %" PRIu64,
+					 a->offset, remote_len);
+		a->size = remote_len - a->offset;
+	}
+	if ((uint64_t)(size_t)a->size != a->size)
+		return tool_fail(a->cmd, EXIT_RUNTIME, "size %" PRIu64 " too large", a->size);
+	return 0;
+}
+
+static int read_file(const char *path, void *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t done = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (done < len) {
+		ssize_t n = read(fd, (char *)buf + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int err = n < 0 ? -errno : -ENODATA; /* file shrank */
+
+			close(fd);
+			return err;
+		}
+		done += (size_t)n;
+	}
+	close(fd);
+	return 0;
+}
+
+static int write_file(const char *path, const void *buf, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	size_t done = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (done < len) {
+		ssize_t n = write(fd, (const char *)buf + done, len - done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			int err = -errno;
+
+			close(fd);
+			return err;
+		}
+		done += (size_t)n;
+	}
+	return close(fd) < 0 ? -errno : 0;
+}
+
+/*
+ * One line naming why the op failed, led by rma_strerror()'s text.  For a
+ * single op the batch report says nothing more than that, so only the op's
+ * own coordinates are added.
+ */
+static int report_failure(const struct xfer_args *a, int64_t result)
+{
+	return tool_fail(a->cmd, EXIT_RUNTIME, "%s (%" PRIu64 " bytes at offset %"
+			 PRIu64 ")", rma_strerror((int)result), a->size, a->offset);
+}
+
+static void print_result(const void *buf, uint64_t bytes, uint64_t ns)
+{
+	double ms = (double)ns / 1e6;
+	double mbps = ns ? (double)bytes / ((double)ns / 1e9) / 1e6 : 0.0;
+
+	printf("bytes: %" PRIu64 "\n", bytes);
+	printf("time: %.3f ms\n", ms);
+	printf("throughput: %.2f MB/s\n", mbps);
+	printf("crc32c: %08" PRIx32 "\n", buffer_crc(buf, (size_t)bytes));
+	fflush(stdout);
+}
+
+/* Connect first so that the time printed is the transfer's alone. */
+static int connect_peer(const struct xfer_args *a, rma_engine *e,
+			const rma_remote *r)
+{
+	int rc = rma_peer_connect(e, r, a->timeout_ms ? a->timeout_ms
+						       : CONNECT_TIMEOUT_MS);
+
+	if (rc < 0 && rc != -EOPNOTSUPP && rc != -EISCONN && rc != -EALREADY)
+		return tool_fail(a->cmd, EXIT_RUNTIME, "connecting to the target: %s",
+				 rma_strerror(rc));
+	return 0;
+}
+
+static int transfer(const struct xfer_args *a, rma_engine *e,
+		    const rma_remote *r, unsigned char *buf)
+{
+	struct rma_op op = {
+		.kind = a->kind,
+		.remote = r,
+		.remote_off = a->offset,
+		.len = a->size,
+	};
+	int64_t result = 0;
+	uint64_t t0 = 0, t1 = 0;
+	int rc;
+
+	rc = rma_region_register(e, buf, a->size ? (size_t)a->size : 1, 0, &op.local);
+	if (rc < 0)
+		return tool_fail(a->cmd, EXIT_RUNTIME, "registering the local buffer: %s",
+				 rma_strerror(rc));
+	rc = connect_peer(a, e, r);
+	if (rc == 0) {
+		t0 = now_ns();
+		rc = rma_submit(e, &op, 1, a->timeout_ms, &result, NULL, 0);
+		t1 = now_ns();
+		if (rc < 0 && result >= 0)
+			result = rc; /* the call itself failed */
+		if (rc != 0)
+			rc = report_failure(a, result);
+	}
+	rma_region_release(op.local);
+	if (rc)
+		return rc;
+	if (a->out) {
+		int err = write_file(a->out, buf, (size_t)result);
+
+		if (err < 0)
+			return tool_fail(a->cmd, EXIT_RUNTIME, "%s: %s", a->out, strerror(-err));
+	}
+	print_result(buf, (uint64_t)result, t1 - t0);
+	return EXIT_OK;
+}
+
+/* Everything after argument parsing: remote, buffer, engine, transfer. */
+static int run(struct xfer_args *a)
+{
+	struct rma_config cfg;
+	rma_remote *r;
+	rma_engine *e = NULL;
+	unsigned char *buf = NULL;
+	int rc;
+
+	rc = rma_remote_parse(a->token, &r);
+	if (rc < 0)
+		return tool_fail(a->cmd, EXIT_RUNTIME, "invalid advertisement: %s",
+				 rma_strerror(rc));
+	rc = decide_size(a, r);
+	if (rc)
+		goto out;
+	buf = buffer_alloc((size_t)a->size);
+	if (!buf) {
+		rc = tool_fail(a->cmd, EXIT_RUNTIME, "allocating %" PRIu64 " bytes: %s",
+			       a->size, strerror(errno));
+		goto out;
+	}
+	if (a->fill)
+		fill_pattern(buf, (size_t)a->size, a->seed);
+	if (a->file && (rc = read_file(a->file, buf, (size_t)a->size)) < 0) {
+		rc = tool_fail(a->cmd, EXIT_RUNTIME, "%s: %s", a->file, strerror(-rc));
+		goto out;
+	}
+	rma_config_init(&cfg);
+	cfg.transports = a->transports;
+	rc = rma_engine_create(&cfg, &e);
+	if (rc < 0) {
+		rc = tool_fail(a->cmd, EXIT_RUNTIME, "creating the engine: %s",
+			       rma_strerror(rc));
+		e = NULL;
+		goto out;
+	}
+	rc = transfer(a, e, r, buf);
+out:
+	if (e)
+		rma_engine_destroy(e);
+	buffer_free(buf, (size_t)a->size);
+	rma_remote_free(r);
+	return rc;
+}
+
+static int cmd_xfer(int argc, char **argv, unsigned kind)
+{
+	struct xfer_args a = {
+		.cmd = kind == RMA_OP_PUT ? "put" : "get",
+		.kind = kind,
+	};
+	int rc = parse_args(argc, argv, &a);
+
+	if (rc)
+		return rc < 0 ? EXIT_OK : rc;
+	return run(&a);
+}
+
+int cmd_put(int argc, char **argv)
+{
+	return cmd_xfer(argc, argv, RMA_OP_PUT);
+}
+
+int cmd_get(int argc, char **argv)
+{
+	return cmd_xfer(argc, argv, RMA_OP_GET);
+}

@@ -1,0 +1,268 @@
+/*
+ * common.c - helpers shared by the rma CLI commands.
+ */
+#include "common.h"
+
+#include <ctype.h>
+#include <endian.h>
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+static void vreport(const char *cmd, const char *fmt, va_list ap)
+{
+	char msg[1024];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	one_line(msg, sizeof(msg));
+	fprintf(stderr, "rma %s: %s\n", cmd, msg);
+}
+
+int tool_fail(const char *cmd, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport(cmd, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+int tool_usage_error(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vreport(cmd, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "Try 'rma %s --help'.\n", cmd);
+	return EXIT_USAGE;
+}
+
+int tool_getopt_error(const char *cmd, int c, char **argv)
+{
+	/* getopt leaves optind just past the offending word. */
+	const char *word = optind > 0 ? argv[optind - 1] : "?";
+
+	if (c == ':')
+		return tool_usage_error(cmd, "option '%s' needs a value", word);
+	if (optopt && optopt != '?')
+		return tool_usage_error(cmd, "unknown option '-%c'", optopt);
+	return tool_usage_error(cmd, "unknown option '%s'", word);
+}
+
+int parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	/* strtoull accepts "-1" and leading blanks; a count never has them. */
+	if (!s || !isdigit((unsigned char)s[0]))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno == ERANGE)
+		return -ERANGE;
+	if (*end != '\0')
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* Shift for a binary suffix letter, or -1 if it is not one. */
+static int suffix_shift(char c)
+{
+	switch (tolower((unsigned char)c)) {
+	case 'k': return 10;
+	case 'm': return 20;
+	case 'g': return 30;
+	case 't': return 40;
+	default: return -1;
+	}
+}
+
+int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	int shift = 0;
+
+	if (!s || !isdigit((unsigned char)s[0]))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno == ERANGE)
+		return -ERANGE;
+	if (*end != '\0') {
+		shift = suffix_shift(*end);
+		if (shift < 0)
+			return -EINVAL;
+		end++;
+		/* Accept "K", "Ki", "KiB"; refuse "KB" (decimal or binary?). */
+		if (*end == 'i' || *end == 'I') {
+			end++;
+			if (*end == 'B' || *end == 'b')
+				end++;
+		}
+		if (*end != '\0')
+			return -EINVAL;
+	}
+	if (shift && v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*out = (uint64_t)v << shift;
+	return 0;
+}
+
+int parse_size_list(const char *s, uint64_t *out, size_t max)
+{
+	char item[64];
+	size_t n = 0;
+	const char *p = s;
+
+	if (!s || !*s)
+		return -EINVAL;
+	for (;;) {
+		const char *comma = strchr(p, ',');
+		size_t len = comma ? (size_t)(comma - p) : strlen(p);
+		int rc;
+
+		if (len == 0 || len >= sizeof(item))
+			return -EINVAL;
+		if (n == max)
+			return -E2BIG;
+		memcpy(item, p, len);
+		item[len] = '\0';
+		rc = parse_size(item, &out[n]);
+		if (rc < 0)
+			return rc;
+		n++;
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	return (int)n;
+}
+
+const char *format_size(uint64_t n, char *buf, size_t cap)
+{
+	static const char units[] = "KMGT";
+	int u = -1;
+
+	/* Only exact multiples get a suffix, so the text parses back to n. */
+	while (n >= 1024 && n % 1024 == 0 && u < 3) {
+		n /= 1024;
+		u++;
+	}
+	if (u < 0)
+		snprintf(buf, cap, "%" PRIu64, n);
+	else
+		snprintf(buf, cap, "%" PRIu64 "%c", n, units[u]);
+	return buf;
+}
+
+#define GOLDEN 0x9E3779B97F4A7C15ull
+
+static uint64_t splitmix64(uint64_t x)
+{
+	uint64_t z = x + GOLDEN;
+
+	z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+	z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+	return z ^ (z >> 31);
+}
+
+uint64_t fill_word(uint64_t seed, uint64_t i)
+{
+	return splitmix64(seed * GOLDEN + i);
+}
+
+void fill_pattern(void *buf, size_t len, uint64_t seed)
+{
+	unsigned char *p = buf;
+	size_t words = len / 8;
+	uint64_t base = seed * GOLDEN;
+	size_t i;
+
+	for (i = 0; i < words; i++) {
+		uint64_t w = htole64(splitmix64(base + i));
+
+		memcpy(p + i * 8, &w, 8);
+	}
+	if (len % 8) {
+		uint64_t w = htole64(splitmix64(base + words));
+
+		memcpy(p + words * 8, &w, len % 8);
+	}
+}
+
+static size_t buffer_span(size_t len)
+{
+	return len ? len : 1;
+}
+
+void *buffer_alloc(size_t len)
+{
+	/* Anonymous mmap: page-aligned and already zero, without touching the
+	 * pages of a large buffer that nobody fills. */
+	void *p = mmap(NULL, buffer_span(len), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+void buffer_free(void *buf, size_t len)
+{
+	if (buf)
+		munmap(buf, buffer_span(len));
+}
+
+uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint32_t buffer_crc(const void *buf, size_t len)
+{
+	return rma_crc32c(0, buf, len);
+}
+
+void one_line(char *msg, size_t cap)
+{
+	char tmp[1024];
+	size_t i, o = 0;
+
+	for (i = 0; msg[i] && o + 3 < sizeof(tmp); i++) {
+		if (msg[i] == '\n') {
+			if (msg[i + 1] == '\0')
+				break;
+			tmp[o++] = ';';
+			tmp[o++] = ' ';
+		} else {
+			tmp[o++] = msg[i];
+		}
+	}
+	tmp[o] = '\0';
+	snprintf(msg, cap, "%s", tmp);
+}
+
+int parse_access(const char *s, unsigned *out)
+{
+	if (strcmp(s, "rw") == 0 || strcmp(s, "wr") == 0)
+		*out = RMA_ACCESS_REMOTE_RW;
+	else if (strcmp(s, "r") == 0)
+		*out = RMA_ACCESS_REMOTE_READ;
+	else if (strcmp(s, "w") == 0)
+		*out = RMA_ACCESS_REMOTE_WRITE;
+	else
+		return -EINVAL;
+	return 0;
+}

@@ -1,0 +1,99 @@
+/*
+ * common.h - helpers shared by the rma CLI commands: argument parsing, sizes,
+ * the --fill pattern, buffers, timing and output.
+ *
+ * Include this first in every tools/rma source: it sets _GNU_SOURCE before
+ * any system header (CMake passes it too; the define keeps a bare
+ * `gcc -fsyntax-only` check honest).
+ */
+#ifndef RMA_TOOL_COMMON_H
+#define RMA_TOOL_COMMON_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rma.h"
+
+/* Exit codes shared by every command. */
+enum {
+	EXIT_OK = 0,
+	EXIT_RUNTIME = 1, /* the transfer or the engine failed */
+	EXIT_USAGE = 2,   /* bad command line */
+};
+
+/* Default target buffer size: 1 MiB. */
+#define RMA_TOOL_DEFAULT_SIZE ((uint64_t)1 << 20)
+
+/* Command entry points; argv[0] is the command name ("put"). */
+int cmd_info(int argc, char **argv);
+int cmd_target(int argc, char **argv);
+int cmd_put(int argc, char **argv);
+int cmd_get(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* Print "rma CMD: message" on stderr (one line) and return `code`. */
+int tool_fail(const char *cmd, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Print "rma CMD: message" plus a --help hint on stderr; returns EXIT_USAGE. */
+int tool_usage_error(const char *cmd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Report a getopt_long failure (optstring must start with ':'): `c` is the
+ * ':' or '?' it returned.  Returns EXIT_USAGE. */
+int tool_getopt_error(const char *cmd, int c, char **argv);
+
+/*
+ * Parse a byte count: decimal digits with an optional binary suffix
+ * K, M, G, T (also Ki/KiB, Mi/MiB, ...), case-insensitive: "4096", "64K",
+ * "1M", "1G", "1MiB".  "MB" is refused rather than guessed at (10^6 or 2^20?).
+ * Returns 0, or -EINVAL / -ERANGE.
+ */
+int parse_size(const char *s, uint64_t *out);
+
+/* Parse an unsigned integer (decimal, or 0x hex); -EINVAL / -ERANGE. */
+int parse_u64(const char *s, uint64_t *out);
+
+/* Parse a comma-separated list of sizes; at most `max` entries.  Returns the
+ * count or -EINVAL / -ERANGE / -E2BIG. */
+int parse_size_list(const char *s, uint64_t *out, size_t max);
+
+/* Format a size compactly: "8", "4K", "64K", "1M", "1536" (exact only). */
+const char *format_size(uint64_t n, char *buf, size_t cap);
+
+/*
+ * The --fill pattern, the same everywhere (target, put, bench, tests):
+ * the buffer is a run of 64-bit little-endian words, word i being
+ *     splitmix64(seed * 0x9E3779B97F4A7C15 + i)
+ * where splitmix64(x) is the standard finaliser applied to
+ * x + 0x9E3779B97F4A7C15.  A tail shorter than 8 bytes takes the low bytes
+ * (little-endian order) of the next word.  Positions are relative to the
+ * start of the buffer being filled.
+ */
+uint64_t fill_word(uint64_t seed, uint64_t i);
+void fill_pattern(void *buf, size_t len, uint64_t seed);
+
+/* Page-aligned, zero-filled buffer of at least max(len, 1) bytes (mmap), so
+ * even a zero-length transfer has memory to register. */
+void *buffer_alloc(size_t len);
+void buffer_free(void *buf, size_t len);
+
+/* Monotonic time in nanoseconds. */
+uint64_t now_ns(void);
+
+/* crc32c of a buffer, as the CLI prints it ("crc32c: %08x"). */
+uint32_t buffer_crc(const void *buf, size_t len);
+
+/* Turn a multi-line message into one line (newlines become "; "), in place
+ * within cap bytes. */
+void one_line(char *msg, size_t cap);
+
+/* Map an --access argument ("rw", "r", "w") to enum rma_access; -EINVAL. */
+int parse_access(const char *s, unsigned *out);
+
+#endif /* RMA_TOOL_COMMON_H */
