@@ -84,7 +84,7 @@ int rma__config_resolve(const struct rma_config *in, struct rma_config *out)
 	if (!out->cq_depth)
 		out->cq_depth = 4096;
 	if (!out->stripes)
-		out->stripes = 2;
+		out->stripes = 4;
 	if (!out->timeout_ms)
 		out->timeout_ms = 30000;
 	if (!out->spin_us)
