@@ -434,8 +434,11 @@ static void wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
 			/* Alone, every completion passes through this thread;
 			 * with company, look again soon. */
 			timeout = e->waiters > 1 ? 1 : 100;
-			if (deadline && (deadline - now) / 1000000 < timeout)
-				timeout = (int)((deadline - now) / 1000000) + 1;
+			int64_t next = e->next_deadline;
+			if (deadline && (!next || deadline < next))
+				next = deadline;
+			if (next && (next - now) / 1000000 < timeout)
+				timeout = (int)RMA_MAX(0, (next - now) / 1000000 + 1);
 		}
 		pthread_mutex_unlock(&e->mu);
 		rma__progress_once(e, timeout);

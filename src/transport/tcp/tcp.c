@@ -506,7 +506,8 @@ static void conn_flush(struct conn *c)
 		}
 		if (!niov)
 			break;
-		ssize_t n = writev(c->w.fd, iov, niov);
+		struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
+		ssize_t n = sendmsg(c->w.fd, &mh, MSG_NOSIGNAL); /* no SIGPIPE */
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				break;
