@@ -24,7 +24,7 @@ int rma__ops_init(struct rma_engine *e)
 	if (!e->ops)
 		return -ENOMEM;
 	for (uint32_t i = e->nops; i-- > 0;) {
-		e->ops[i].id = i;
+		e->ops[i].id = 1ULL << 32 | i; /* generation 1: no op id is 0 */
 		e->ops[i].fnext = e->free_ops;
 		e->free_ops = &e->ops[i];
 	}
@@ -232,7 +232,8 @@ void rma__fail_peer_ops(struct rma_engine *e, struct rma__peer *p, int err)
 void rma__peer_ready(struct rma__peer *p)
 {
 	p->state = RMA__PEER_READY;
-	p->t->engine->pump = true;
+	if (p->t) /* else still inside connect(): the caller pumps */
+		p->t->engine->pump = true;
 }
 
 void rma__peer_failed(struct rma__peer *p, int err)
@@ -288,7 +289,8 @@ struct rma__peer *rma__peer_get(struct rma_engine *e, const rma_remote *r,
 		return NULL;
 	p->t = t;
 	p->engine_id = r->engine_id;
-	p->state = RMA__PEER_CONNECTING;
+	if (p->state != RMA__PEER_READY) /* ready at once is allowed */
+		p->state = RMA__PEER_CONNECTING;
 	p->next = e->peers;
 	e->peers = p;
 	return p;

@@ -68,9 +68,10 @@ struct rma__transport_ops {
 	int (*ad_parse)(const void *blob, size_t len, uint64_t core_key,
 			struct rma__rkey *rk);
 
-	/* Start connecting to the peer named by blob.  The transport reports
-	 * the result later (never from inside connect) with rma__peer_ready()
-	 * or rma__peer_failed(); the core fills p->t, p->engine_id, p->state. */
+	/* Start connecting to the peer named by blob (*out zeroed but for the
+	 * transport's part).  The transport reports the result with
+	 * rma__peer_ready() (from inside connect if it is ready at once) or,
+	 * later, rma__peer_failed(); the core fills p->t and p->engine_id. */
 	int (*connect)(struct rma__transport *t, const void *blob, size_t len,
 		       uint64_t engine_id, struct rma__peer **out);
 	/* Fail everything in flight (rma__xfer_done with err) and free. */
@@ -129,7 +130,7 @@ int rma__watch_add(struct rma_engine *e, struct rma__watch *w, uint32_t events);
 int rma__watch_mod(struct rma_engine *e, struct rma__watch *w, uint32_t events);
 void rma__watch_retire(struct rma_engine *e, struct rma__watch *w);
 
-/* A chunk finished: `res` is 0 or -errno.  Safe to call from any
+/* A chunk finished: `res` is 0 or -errno.  Op ids are never 0.  Safe to call from any
  * transport callback: the core posts freed credits after the callback. */
 void rma__xfer_done(struct rma_engine *e, uint64_t op_id, uint64_t len, int res);
 /* Where get data for [raddr, raddr+len) of op op_id lands, or NULL when the

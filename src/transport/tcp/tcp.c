@@ -473,7 +473,7 @@ static void conn_flush(struct conn *c)
 
 		for (unsigned i = c->sent; i < c->count && niov + 2 <= IOV_BATCH; i++) {
 			struct txe *x = ring_at(c, i);
-			if (c->peer && x->op_id && !rma__op_live(e, x->op_id)) {
+			if (c->peer && !rma__op_live(e, x->op_id)) {
 				if (i == c->sent && off > 0) {
 					/* Half-written PUT whose buffer may be gone. */
 					if (x->pay_len) {
