@@ -131,6 +131,9 @@ unsigned rma_remote_access(const rma_remote *r);
 
 /* ---- peers ---- */
 
+/* Timeouts: everywhere below, timeout_ms 0 means the engine's default
+ * (rma_config.timeout_ms) and a negative value means no deadline. */
+
 /* Connect to the owner of `r` now (ops otherwise connect on first use). */
 int rma_peer_connect(rma_engine *e, const rma_remote *r, int timeout_ms);
 

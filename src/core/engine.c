@@ -70,7 +70,7 @@ static int start_transports(struct rma_engine *e)
 {
 	unsigned n;
 	const struct rma__transport_ops *const *reg = rma__registry(&n);
-	int rc = check_list(e->cfg.transports);
+	int rc = check_list(e->cfg.transports), first = 0;
 
 	if (rc)
 		return rc;
@@ -92,6 +92,8 @@ static int start_transports(struct rma_engine *e)
 				return rc;
 			}
 			rma__info("transport %s skipped: %s", ops->name, why);
+			if (!first)
+				first = rc;
 			continue;
 		}
 		t->ops = ops;
@@ -99,7 +101,7 @@ static int start_transports(struct rma_engine *e)
 		t->index = (int)e->ntr;
 		e->tr[e->ntr++] = t;
 	}
-	return e->ntr ? 0 : -EHOSTUNREACH;
+	return e->ntr ? 0 : first ? first : -EHOSTUNREACH;
 }
 
 static char *dup_opt(const char *s)
@@ -156,7 +158,13 @@ RMA_EXPORT int rma_engine_create(const struct rma_config *cfg, rma_engine **out)
 		return -ENOMEM;
 	e->epfd = e->wake_fd = e->cq_fd = -1;
 	pthread_mutex_init(&e->mu, NULL);
-	pthread_cond_init(&e->done_cv, NULL);
+	{
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&e->done_cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 	pthread_cond_init(&e->pt_cv, NULL);
 
 	rc = rma__config_resolve(cfg, &e->cfg);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/core.h"
@@ -70,8 +71,7 @@ static void op_complete(struct rma_engine *e, struct rma__op *op, int64_t res)
 
 	if (op->batch) {
 		op->batch->results[op->batch_index] = res;
-		if (--op->batch->left == 0)
-			pthread_cond_broadcast(&e->done_cv);
+		op->batch->left--; /* its waiter wakes at the end of the round */
 	} else {
 		cq_push(e, op->user_data, res);
 	}
@@ -419,8 +419,13 @@ RMA_EXPORT int rma_poll(rma_engine *e, struct rma_completion *out, size_t max)
 	return (int)n;
 }
 
-/* Wait, driving progress, until done() or the deadline (0 = none).
- * Called and returns with the lock held. */
+/*
+ * Wait until done() or the deadline (0 = none).  First spin, driving
+ * progress from this thread (the progress thread stands aside meanwhile);
+ * then, if there is a progress thread, hand progress back to it and sleep
+ * on done_cv, which every progress round signals.  Without one, sleep in
+ * epoll ourselves.  Called and returns with the lock held.
+ */
 static void wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
 		       int64_t deadline)
 {
@@ -429,12 +434,27 @@ static void wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
 	e->waiters++;
 	while (!done(arg)) {
 		int64_t now = rma__now_ns();
-		int timeout = 0;
 		if (deadline && now >= deadline)
 			break;
+		if (now >= spin_until && e->has_thread && !e->stop) {
+			int64_t until = now + 100 * 1000000LL;
+			if (deadline && deadline < until)
+				until = deadline;
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			int64_t ns = ts.tv_nsec + (until - now);
+			ts.tv_sec += ns / 1000000000;
+			ts.tv_nsec = ns % 1000000000;
+			if (--e->waiters == 0)
+				pthread_cond_broadcast(&e->pt_cv);
+			pthread_cond_timedwait(&e->done_cv, &e->mu, &ts);
+			e->waiters++;
+			continue;
+		}
+		int timeout = 0;
 		if (now >= spin_until) {
-			/* Alone, every completion passes through this thread;
-			 * with company, look again soon. */
+			/* No progress thread: every completion passes through
+			 * a waiter; with company, look again soon. */
 			timeout = e->waiters > 1 ? 1 : 100;
 			int64_t next = e->next_deadline;
 			if (deadline && (!next || deadline < next))

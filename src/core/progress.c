@@ -81,6 +81,8 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms)
 		e->last_activity = now;
 	rma__check_deadlines(e, now);
 	bury(e);
+	/* Threads sleeping in wait_until() re-check their condition. */
+	pthread_cond_broadcast(&e->done_cv);
 	pthread_mutex_unlock(&e->mu);
 	rma__deliver_callbacks(e);
 	return n < 0 ? -errno : n;
