@@ -172,6 +172,9 @@ static int parse_args(int argc, char **argv, struct bench_args *a)
 	a->n_sizes = parse_size_list(sizes, a->sizes, MAX_SIZES);
 	if (a->n_sizes < 0)
 		return tool_usage_error("bench", "bad --sizes '%s'", sizes);
+	for (c = 0; c < a->n_sizes; c++)
+		if (a->sizes[c] == 0)
+			return tool_usage_error("bench", "sizes must be > 0");
 	return 0;
 }
 
@@ -624,6 +627,9 @@ int cmd_bench(int argc, char **argv)
 	rc = start_target(&a, max_size(&a), &c, token, sizeof(token));
 	if (rc < 0) {
 		stop_target(&c);
+		if (rc == -EPIPE)
+			return tool_fail("bench", EXIT_RUNTIME, "the target exited "
+					 "before printing its advertisement");
 		return tool_fail("bench", EXIT_RUNTIME, "starting the target: %s",
 				 rma_strerror(rc));
 	}

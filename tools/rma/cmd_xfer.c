@@ -13,8 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define CONNECT_TIMEOUT_MS 30000 /* when --timeout is not given */
-
 struct xfer_args {
 	const char *cmd;  /* "put" or "get" */
 	unsigned kind;    /* RMA_OP_PUT or RMA_OP_GET */
@@ -50,14 +48,15 @@ static void usage(FILE *f, unsigned kind)
 	fprintf(f,
 		"On success prints:\n"
 		"  bytes: N\n"
-		"  time: X.XXX ms\n"
+		"  time: X.XXX ms             (the transfer alone: the connection is made first)\n"
 		"  throughput: X.XX MB/s      (MB = 10^6 bytes)\n"
 		"  crc32c: HEX                (of the bytes moved)\n"
 		"On failure prints one line 'rma %s: REASON' on stderr and exits 1.\n\n"
 		"options:\n"
 		"  --size BYTES      bytes to move: 4096, 64K, 1M, 1G, 1MiB\n"
 		"  --offset N        offset within the advertised window (same suffixes)\n"
-		"  --timeout MS      deadline for the transfer (default: the engine's, 30 s)\n"
+		"  --timeout MS      deadline for connecting and for the transfer\n"
+		"                    (default: the engine's: 30 s, or RMA_TIMEOUT_MS)\n"
 		"  --transport LIST  transports this side may use (default: all)\n",
 		kind == RMA_OP_PUT ? "put" : "get");
 }
@@ -233,8 +232,7 @@ static void print_result(const void *buf, uint64_t bytes, uint64_t ns)
 static int connect_peer(const struct xfer_args *a, rma_engine *e,
 			const rma_remote *r)
 {
-	int rc = rma_peer_connect(e, r, a->timeout_ms ? a->timeout_ms
-						       : CONNECT_TIMEOUT_MS);
+	int rc = rma_peer_connect(e, r, a->timeout_ms); /* 0: engine default */
 
 	if (rc < 0 && rc != -EOPNOTSUPP && rc != -EISCONN && rc != -EALREADY)
 		return tool_fail(a->cmd, EXIT_RUNTIME, "connecting to the target: %s",

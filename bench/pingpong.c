@@ -1,0 +1,158 @@
+/*
+ * pingpong.c - TCP round-trip baseline for `rma bench` latency: two
+ * processes on loopback bounce a small message over one connection with
+ * TCP_NODELAY, both busy-polling non-blocking sockets (no sleeping in the
+ * kernel, like rma's spinning progress), and report the RTT percentiles.
+ *
+ *   cc -O2 -o pingpong bench/pingpong.c
+ *   ./pingpong [-s BYTES] [-n ITERS]      (defaults: 8 bytes, 100000 iters)
+ *
+ * Output lines: "size: N", "iters: N", "rtt_us_p50: X", "rtt_us_p99: X".
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define WARMUP 1000
+#define MAX_SIZE 4096
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void die(const char *what)
+{
+	perror(what);
+	exit(1);
+}
+
+/* Spin until all len bytes are sent (or received): never sleep. */
+static void spin_io(int fd, char *buf, size_t len, int sending)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = sending ? send(fd, buf + done, len - done, MSG_NOSIGNAL)
+				    : recv(fd, buf + done, len - done, 0);
+
+		if (n > 0)
+			done += (size_t)n;
+		else if (n == 0)
+			exit(0); /* peer closed: the run is over */
+		else if (errno != EAGAIN && errno != EINTR)
+			die(sending ? "send" : "recv");
+	}
+}
+
+static void tune(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+}
+
+static void serve(int lfd, size_t size)
+{
+	char buf[MAX_SIZE];
+	int fd = accept(lfd, NULL, NULL);
+
+	if (fd < 0)
+		die("accept");
+	tune(fd);
+	for (;;) {
+		spin_io(fd, buf, size, 0);
+		spin_io(fd, buf, size, 1);
+	}
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+	uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+
+	return a < b ? -1 : a > b;
+}
+
+static double pct_us(const uint64_t *s, size_t n, unsigned pct)
+{
+	size_t rank = (n * pct + 99) / 100;
+
+	return (double)s[rank ? rank - 1 : 0] / 1e3;
+}
+
+static void client(struct sockaddr_in *addr, size_t size, size_t iters)
+{
+	char buf[MAX_SIZE];
+	uint64_t *rtt = calloc(iters, sizeof(*rtt));
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	size_t i;
+
+	if (!rtt || fd < 0 || connect(fd, (struct sockaddr *)addr, sizeof(*addr)) < 0)
+		die("connect");
+	tune(fd);
+	memset(buf, 0x5a, size);
+	for (i = 0; i < WARMUP + iters; i++) {
+		uint64_t t0 = now_ns();
+
+		spin_io(fd, buf, size, 1);
+		spin_io(fd, buf, size, 0);
+		if (i >= WARMUP)
+			rtt[i - WARMUP] = now_ns() - t0;
+	}
+	close(fd);
+	qsort(rtt, iters, sizeof(*rtt), cmp_u64);
+	printf("size: %zu\niters: %zu\nrtt_us_p50: %.2f\nrtt_us_p99: %.2f\n",
+	       size, iters, pct_us(rtt, iters, 50), pct_us(rtt, iters, 99));
+	free(rtt);
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in addr = { .sin_family = AF_INET,
+				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t alen = sizeof(addr);
+	size_t size = 8, iters = 100000;
+	int c, lfd, status;
+	pid_t pid;
+
+	while ((c = getopt(argc, argv, "s:n:")) != -1) {
+		if (c == 's')
+			size = strtoul(optarg, NULL, 0);
+		else if (c == 'n')
+			iters = strtoul(optarg, NULL, 0);
+		else
+			return 2;
+	}
+	if (size == 0 || size > MAX_SIZE || iters == 0) {
+		fprintf(stderr, "pingpong: size 1..%d, iters > 0\n", MAX_SIZE);
+		return 2;
+	}
+	/* Listen before forking so the client knows the port. */
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
+	    listen(lfd, 1) < 0 || getsockname(lfd, (struct sockaddr *)&addr, &alen) < 0)
+		die("listen");
+	pid = fork();
+	if (pid < 0)
+		die("fork");
+	if (pid == 0)
+		serve(lfd, size);
+	close(lfd);
+	client(&addr, size, iters);
+	waitpid(pid, &status, 0);
+	return 0;
+}

@@ -1,0 +1,57 @@
+# Shared by the cli_*.sh tests: start `rma target` with stdin on a FIFO
+# (closing it stops the target), and read its advertisement.
+# Sets: tmp, tpid, token.  Needs: RMA.
+
+set -u
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/rma-cli.XXXXXX")
+tpid=
+
+cleanup() {
+	exec 3>&- 2>/dev/null
+	if [ -n "$tpid" ]; then kill -9 "$tpid" 2>/dev/null; wait "$tpid" 2>/dev/null; fi
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+fail() {
+	echo "FAIL: $*" >&2
+	for f in "$tmp"/*.out "$tmp"/*.err; do
+		[ -s "$f" ] && { echo "--- $f:" >&2; cat "$f" >&2; }
+	done
+	exit 1
+}
+
+# start_target ARGS...: token in $token
+start_target() {
+	mkfifo "$tmp/stdin"
+	"$RMA" target "$@" <"$tmp/stdin" >"$tmp/target.out" 2>"$tmp/target.err" &
+	tpid=$!
+	exec 3>"$tmp/stdin"
+	i=0
+	token=
+	while [ $i -lt 200 ]; do
+		token=$(sed -n 's/^advertisement: //p' "$tmp/target.out")
+		[ -n "$token" ] && return 0
+		kill -0 "$tpid" 2>/dev/null || fail "rma target exited early"
+		sleep 0.1
+		i=$((i + 1))
+	done
+	fail "rma target printed no advertisement in 20 s"
+}
+
+# stop_target: closes its stdin, waits, sets $final to its final crc
+# (not in $(...): a subshell's close would leave our end of the FIFO open)
+stop_target() {
+	exec 3>&-
+	i=0
+	while kill -0 "$tpid" 2>/dev/null && [ $i -lt 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	kill -0 "$tpid" 2>/dev/null && fail "rma target did not stop 10 s after stdin closed"
+	wait "$tpid" || fail "rma target exited with status $?"
+	tpid=
+	final=$(sed -n 's/^crc32c: //p' "$tmp/target.out")
+}
+
+crc_of() { sed -n 's/^crc32c: //p' "$1"; }

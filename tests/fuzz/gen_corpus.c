@@ -1,0 +1,94 @@
+/* Writes the fuzz seed corpus: valid and broken advertisements and tcp
+ * messages.  Usage: fuzz_gen_corpus DIR  (creates DIR/advert, DIR/tcp_hdr). */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "rma.h"
+#include "transport/tcp/wire.h"
+#include "util/util.h"
+
+static const char *dir;
+
+static void put(const char *sub, const char *name, const void *b, size_t n)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/%s", dir, sub);
+	mkdir(path, 0755);
+	snprintf(path, sizeof path, "%s/%s/%s", dir, sub, name);
+	FILE *f = fopen(path, "wb");
+	if (!f || fwrite(b, 1, n, f) != n || fclose(f)) {
+		perror(path);
+		return;
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct rma_config cfg;
+	rma_engine *e;
+	rma_region *r;
+	static char mem[1 << 16];
+	uint8_t ad[RMA_ADVERTISEMENT_MAX];
+	char text[RMA_ADVERTISEMENT_TEXT_MAX];
+	int n;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s DIR\n", argv[0]);
+		return 2;
+	}
+	dir = argv[1];
+	mkdir(dir, 0755);
+	rma_config_init(&cfg);
+	cfg.transports = "tcp";
+	cfg.flags = RMA_ENGINE_MANUAL_PROGRESS;
+	if (rma_engine_create(&cfg, &e) || rma_region_register(e, mem, sizeof mem,
+							      RMA_ACCESS_REMOTE_RW, &r))
+		return 1;
+
+	n = rma_advertise(r, 0, 0, 0, ad, sizeof ad);
+	put("advert", "valid_whole", ad, (size_t)n);
+	n = rma_advertise(r, 4096, 8192, RMA_ACCESS_REMOTE_READ, ad, sizeof ad);
+	put("advert", "valid_window_ro", ad, (size_t)n);
+	put("advert", "truncated", ad, (size_t)n - 5);
+	ad[n - 1] ^= 1;
+	put("advert", "bad_crc", ad, (size_t)n);
+	n = rma_advertise_text(r, 0, 0, 0, text, sizeof text);
+	put("advert", "text_valid", text, (size_t)n);
+	put("advert", "empty", "", 0);
+
+	struct rma_tcp_hdr h = { .type = RMA_TCP_PUT, .id = 1, .key = 0x1122334455667788ULL,
+				 .addr = 4096, .len = 100 };
+	uint8_t b[RMA_TCP_HELLO_SIZE];
+	rma__tcp_hdr_encode(&h, b);
+	put("tcp_hdr", "put", b, RMA_TCP_HDR_SIZE);
+	h.type = RMA_TCP_PUT_ACK;
+	h.len = 0;
+	rma__tcp_hdr_encode(&h, b);
+	put("tcp_hdr", "put_ack", b, RMA_TCP_HDR_SIZE);
+	h.type = RMA_TCP_GET;
+	h.len = 1 << 20;
+	rma__tcp_hdr_encode(&h, b);
+	put("tcp_hdr", "get", b, RMA_TCP_HDR_SIZE);
+	h.type = RMA_TCP_GET_RESP;
+	h.status = -EKEYREJECTED;
+	h.len = 0;
+	rma__tcp_hdr_encode(&h, b);
+	put("tcp_hdr", "get_resp_err", b, RMA_TCP_HDR_SIZE);
+	b[0] = 9;
+	put("tcp_hdr", "bad_type", b, RMA_TCP_HDR_SIZE);
+	for (int step = 1; step <= 4; step++) {
+		struct rma_tcp_hello hl = { .step = (uint8_t)step, .engine_id = 42,
+					    .max_msg = 1 << 20, .nonce = 7 };
+		char name[32];
+		rma__tcp_hello_encode(&hl, b);
+		snprintf(name, sizeof name, "hello_%d", step);
+		put("tcp_hdr", name, b, RMA_TCP_HELLO_SIZE);
+	}
+	put("tcp_hdr", "short", b, 17);
+
+	rma_region_release(r);
+	rma_engine_destroy(e);
+	return 0;
+}

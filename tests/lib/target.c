@@ -1,0 +1,249 @@
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "rma.h"
+#include "target.h"
+#include "testlib.h"
+
+struct treg {
+	const char *name;
+	char *buf;
+	size_t len;
+	rma_region *r;
+};
+
+static struct treg *find(struct treg *regs, const char *name)
+{
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(regs[i].name, name))
+			return &regs[i];
+	return NULL;
+}
+
+/*
+ * Commands (one line each; every reply starts with "ok" or "err"):
+ *   adv NAME OFF LEN ACCESS     -> ok TOKEN
+ *   crc NAME OFF LEN            -> ok CRC32C-HEX
+ *   fill NAME SEED              -> ok
+ *   check NAME SEED             -> ok FIRST-BAD-INDEX (-1 = all match)
+ *   release NAME                -> ok RC
+ *   release_watch NAME MS       -> ok RC same|changed   (release, crc,
+ *                                  wait MS, crc again)
+ *   exit                        -> ok, then the engine is destroyed
+ */
+static int target_main(void *arg, int in, int out)
+{
+	const struct target_opts *o = arg;
+	struct rma_config cfg;
+	rma_engine *e;
+	char line[1024];
+
+	rma_config_init(&cfg);
+	cfg.transports = o->transports;
+	cfg.listen = o->listen;
+	cfg.secret = o->secret;
+	int rc = rma_engine_create(&cfg, &e);
+	if (rc < 0) {
+		test_send_line(out, "skip rma_engine_create(%s): %s",
+			       o->transports, rma_strerror(rc));
+		return 0;
+	}
+
+	struct treg regs[4] = {
+		{ "rw", NULL, o->rw_size ? o->rw_size : 64u << 20, NULL },
+		{ "ro", NULL, TARGET_SMALL, NULL },
+		{ "wo", NULL, TARGET_SMALL, NULL },
+		{ "none", NULL, TARGET_NONE_SIZE, NULL },
+	};
+	unsigned acc[4] = { RMA_ACCESS_REMOTE_RW, RMA_ACCESS_REMOTE_READ,
+			    RMA_ACCESS_REMOTE_WRITE, 0 };
+	for (int i = 0; i < 4; i++) {
+		regs[i].buf = test_alloc(regs[i].len);
+		rc = rma_region_register(e, regs[i].buf, regs[i].len, acc[i],
+					 &regs[i].r);
+		if (rc < 0) {
+			test_send_line(out, "err register %s: %s", regs[i].name,
+				       rma_strerror(rc));
+			return 1;
+		}
+	}
+	test_fill(regs[0].buf, regs[0].len, o->rw_seed);
+	test_fill(regs[1].buf, regs[1].len, TARGET_RO_SEED);
+	test_send_line(out, "ready");
+
+	for (;;) {
+		char name[32], tok[RMA_ADVERTISEMENT_TEXT_MAX];
+		uint64_t a, b;
+		unsigned access;
+		int ms;
+		if (test_recv_line(in, line, sizeof line, -1) <= 0)
+			break; /* parent gone */
+		if (sscanf(line, "adv %31s %" SCNu64 " %" SCNu64 " %u", name,
+			   &a, &b, &access) == 4) {
+			struct treg *t = find(regs, name);
+			rc = t ? rma_advertise_text(t->r, a, b, access, tok,
+						    sizeof tok)
+			       : -ENOENT;
+			if (rc < 0)
+				test_send_line(out, "err %d %s", rc,
+					       rma_strerror(rc));
+			else
+				test_send_line(out, "ok %s", tok);
+		} else if (sscanf(line, "crc %31s %" SCNu64 " %" SCNu64, name,
+				  &a, &b) == 3) {
+			struct treg *t = find(regs, name);
+			if (!t || a > t->len || b > t->len - a)
+				test_send_line(out, "err range");
+			else
+				test_send_line(out, "ok %08x",
+					       rma_crc32c(0, t->buf + a, b));
+		} else if (sscanf(line, "fill %31s %" SCNu64, name, &a) == 2) {
+			struct treg *t = find(regs, name);
+			if (t)
+				test_fill(t->buf, t->len, a);
+			test_send_line(out, t ? "ok" : "err name");
+		} else if (sscanf(line, "check %31s %" SCNu64, name, &a) == 2) {
+			struct treg *t = find(regs, name);
+			if (t)
+				test_send_line(out, "ok %td",
+					       test_check_fill(t->buf, t->len, a));
+			else
+				test_send_line(out, "err name");
+		} else if (sscanf(line, "release_watch %31s %d", name, &ms) == 2) {
+			struct treg *t = find(regs, name);
+			if (!t || !t->r) {
+				test_send_line(out, "err name");
+				continue;
+			}
+			rc = rma_region_release(t->r);
+			t->r = NULL;
+			uint32_t c1 = rma_crc32c(0, t->buf, t->len);
+			test_sleep_ms(ms);
+			uint32_t c2 = rma_crc32c(0, t->buf, t->len);
+			test_send_line(out, "ok %d %s", rc,
+				       c1 == c2 ? "same" : "changed");
+		} else if (sscanf(line, "release %31s", name) == 1) {
+			struct treg *t = find(regs, name);
+			if (!t || !t->r) {
+				test_send_line(out, "err name");
+				continue;
+			}
+			rc = rma_region_release(t->r);
+			t->r = NULL;
+			test_send_line(out, "ok %d", rc);
+		} else if (!strcmp(line, "exit")) {
+			test_send_line(out, "ok");
+			break;
+		} else {
+			test_send_line(out, "err unknown command: %s", line);
+		}
+	}
+	rma_engine_destroy(e);
+	return 0;
+}
+
+int target_start(struct target *t, const struct target_opts *o)
+{
+	char line[1024];
+	t->pid = test_fork(target_main, (void *)o, &t->cmd, &t->resp);
+	int n = test_recv_line(t->resp, line, sizeof line, 20000);
+	if (n <= 0)
+		FAIL("target did not start (%s)",
+		     n == 0 ? "it exited" : "no answer in 20 s");
+	if (!strncmp(line, "skip", 4)) {
+		printf("SKIP: target: %s\n", line + 4);
+		test_reap(t->pid, 5000);
+		return TEST_SKIP;
+	}
+	if (strcmp(line, "ready"))
+		FAIL("target failed to start: %s", line);
+	return 0;
+}
+
+static int target_vtry(struct target *t, char *reply, size_t cap,
+		       const char *fmt, va_list ap)
+{
+	char cmd[512], line[1024];
+	vsnprintf(cmd, sizeof cmd, fmt, ap);
+	if (test_send_line(t->cmd, "%s", cmd))
+		FAIL("target command '%s': target gone", cmd);
+	int n = test_recv_line(t->resp, line, sizeof line, 30000);
+	if (n <= 0)
+		FAIL("target command '%s': %s", cmd,
+		     n == 0 ? "target exited" : "no reply in 30 s");
+	int ok = !strncmp(line, "ok", 2);
+	if (!ok && !reply)
+		FAIL("target command '%s' failed: %s", cmd, line);
+	if (reply && cap) {
+		const char *p = line + (ok ? 2 : 3);
+		if (ok && *p == ' ')
+			p++;
+		snprintf(reply, cap, "%s", p);
+	}
+	return ok ? 0 : -1;
+}
+
+int target_try(struct target *t, char *reply, size_t cap, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = target_vtry(t, reply, cap, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+void target_cmd(struct target *t, char *reply, size_t cap, const char *fmt,
+		...)
+{
+	char err[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	int rc = target_vtry(t, err, sizeof err, fmt, ap);
+	va_end(ap);
+	if (rc)
+		FAIL("target command '%s...' failed: %s", fmt, err);
+	if (reply && cap)
+		snprintf(reply, cap, "%s", err);
+}
+
+void target_token(struct target *t, const char *region, uint64_t off,
+		  uint64_t len, unsigned access, char *tok, size_t cap)
+{
+	target_cmd(t, tok, cap, "adv %s %" PRIu64 " %" PRIu64 " %u", region,
+		   off, len, access);
+}
+
+uint32_t target_crc(struct target *t, const char *region, uint64_t off,
+		    uint64_t len)
+{
+	char r[64];
+	target_cmd(t, r, sizeof r, "crc %s %" PRIu64 " %" PRIu64, region, off,
+		   len);
+	return (uint32_t)strtoul(r, NULL, 16);
+}
+
+void target_stop(struct target *t)
+{
+	if (t->pid <= 0)
+		return;
+	if (test_send_line(t->cmd, "exit") == 0) {
+		char line[64];
+		test_recv_line(t->resp, line, sizeof line, 5000);
+	}
+	int st = test_reap(t->pid, 5000);
+	close(t->cmd);
+	close(t->resp);
+	t->pid = 0;
+	if (st == -1)
+		FAIL("target did not exit within 5 s of 'exit' (killed)");
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		FAIL("target exited badly (status 0x%x)", st);
+}

@@ -1,0 +1,55 @@
+/*
+ * testlib.h - small helpers shared by rma's tests: a watchdog, clocks, a
+ * seeded generator, fill patterns, line messages over pipes, forked
+ * children that die with the test, and a free loopback port.
+ */
+#ifndef RMA_TESTLIB_H
+#define RMA_TESTLIB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Kill the test (exit 1, children too) if it runs longer than seconds. */
+void test_watchdog(unsigned seconds);
+
+int64_t test_now_ms(void);
+void test_sleep_ms(int ms);
+
+/* Seed from $RMA_TEST_SEED or the clock; printed so a failure can be rerun. */
+uint64_t test_seed(const char *what);
+uint64_t test_rand(uint64_t *state);              /* splitmix64 */
+uint64_t test_rand_range(uint64_t *state, uint64_t lo, uint64_t hi); /* [lo,hi] */
+
+/* Deterministic pattern from seed; seed 0 writes zeros. */
+void test_fill(void *buf, size_t len, uint64_t seed);
+/* Index of the first byte differing from the pattern, or -1. */
+ptrdiff_t test_check_fill(const void *buf, size_t len, uint64_t seed);
+
+/* Anonymous zeroed memory (mmap); aborts the test on failure. */
+void *test_alloc(size_t len);
+void test_free(void *p, size_t len);
+
+/* Run fn(arg, cmd_fd, resp_fd) in a child; the parent gets the other ends.
+ * Children are SIGKILLed when the test exits. */
+pid_t test_fork(int (*fn)(void *arg, int in_fd, int out_fd), void *arg,
+		int *to_child, int *from_child);
+/* Wait for the child up to timeout_ms; SIGKILL it after that.  Returns its
+ * exit status as waitpid() reports it, or -1. */
+int test_reap(pid_t pid, int timeout_ms);
+void test_forget_child(pid_t pid);
+/* SIGSTOP a child and wait until every thread of it has stopped (a plain
+ * kill() returns while its threads may still run for a moment). */
+void test_stop_child(pid_t pid);
+void test_cont_child(pid_t pid);
+
+/* One '\n'-terminated line each.  recv returns its length without the
+ * newline, 0 on EOF, -ETIMEDOUT after timeout_ms (< 0 = forever). */
+int test_send_line(int fd, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+int test_recv_line(int fd, char *buf, size_t cap, int timeout_ms);
+
+/* A loopback TCP port that was free a moment ago. */
+int test_free_port(void);
+
+#endif

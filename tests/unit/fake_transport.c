@@ -1,0 +1,230 @@
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "fake_transport.h"
+#include "testlib.h"
+
+struct fake_state fake;
+
+struct fake_peer {
+	struct rma__peer base;
+};
+
+static int f_probe(const char **why)
+{
+	*why = "test fake";
+	return 0;
+}
+
+static int f_init(struct rma_engine *e, struct rma__transport **out)
+{
+	struct rma__transport *t = calloc(1, sizeof *t);
+	if (!t)
+		return -ENOMEM;
+	t->engine = e;
+	*out = t;
+	return 0;
+}
+
+static void f_fini(struct rma__transport *t)
+{
+	free(t);
+}
+
+/* Blob: u64 magic | u64 base.  With r == NULL (the engine address) just
+ * the magic. */
+static int f_ad_pack(struct rma__transport *t, struct rma_region *r,
+		     uint64_t key, uint64_t off, uint64_t len, void *buf,
+		     size_t cap)
+{
+	uint8_t *b = buf;
+	size_t need = r ? 16 : 8;
+	if (cap < need)
+		return -ENOSPC;
+	rma__put_le64(b, 0xFA4EFA4EFA4EFA4EULL);
+	if (r)
+		rma__put_le64(b + 8, FAKE_BASE + off);
+	return (int)need;
+}
+
+static int f_ad_parse(const void *blob, size_t len, uint64_t core_key,
+		      struct rma__rkey *rk)
+{
+	const uint8_t *b = blob;
+	if (len != 16 || rma__le64(b) != 0xFA4EFA4EFA4EFA4EULL)
+		return -EBADMSG;
+	rk->key = core_key;
+	rk->base = rma__le64(b + 8);
+	return 0;
+}
+
+static int f_connect(struct rma__transport *t, const void *blob, size_t len,
+		     uint64_t engine_id, struct rma__peer **out)
+{
+	struct fake_peer *p = calloc(1, sizeof *p);
+	if (!p)
+		return -ENOMEM;
+	const struct rma__engine_params *par = rma__engine_params(t->engine);
+	p->base.t = t;
+	p->base.engine_id = engine_id;
+	p->base.max_msg = par->max_msg_size ? par->max_msg_size : FAKE_MAX_MSG;
+	fake.peer_max_msg = p->base.max_msg;
+	fake.connects++;
+	fake.peer = &p->base;
+	*out = &p->base;
+	if (!fake.defer_ready)
+		rma__peer_ready(&p->base);
+	return 0;
+}
+
+static void f_disconnect(struct rma__peer *p, int err)
+{
+	struct rma_engine *e = p->t->engine;
+	fake.disconnects++;
+	if (fake.peer == p)
+		fake.peer = NULL;
+	for (unsigned i = 0; i < fake.nxfers; i++)
+		if (fake.xfers[i].state == FAKE_POSTED) {
+			fake.xfers[i].state = FAKE_DONE;
+			fake.outstanding--;
+			rma__xfer_done(e, fake.xfers[i].x.op_id,
+				       fake.xfers[i].x.len, err);
+		}
+	free(container_of(p, struct fake_peer, base));
+}
+
+static int f_post(struct rma__peer *p, const struct rma__xfer *x)
+{
+	if (fake.nxfers == FAKE_MAX_XFERS)
+		FAIL("fake transport: more than %d xfers posted", FAKE_MAX_XFERS);
+	fake.xfers[fake.nxfers].x = *x;
+	fake.xfers[fake.nxfers].state = FAKE_POSTED;
+	fake.nxfers++;
+	fake.outstanding++;
+	if (fake.outstanding > fake.max_outstanding)
+		fake.max_outstanding = fake.outstanding;
+	return 0;
+}
+
+static void f_flush(struct rma__peer *p)
+{
+	fake.flushes++;
+}
+
+static void f_progress(struct rma__transport *t)
+{
+	if (fake.defer_ready && fake.peer &&
+	    fake.peer->state == RMA__PEER_CONNECTING)
+		rma__peer_ready(fake.peer);
+}
+
+static void f_revoke(struct rma__transport *t, struct rma_region *r)
+{
+	fake.revokes++;
+}
+
+static const struct rma__transport_ops fake_ops = {
+	.name = "fake",
+	.level = RMA_LEVEL_MEMORY,
+	.wire_id = FAKE_WIRE_ID,
+	.probe = f_probe,
+	.init = f_init,
+	.fini = f_fini,
+	.ad_pack = f_ad_pack,
+	.ad_parse = f_ad_parse,
+	.connect = f_connect,
+	.disconnect = f_disconnect,
+	.post = f_post,
+	.flush = f_flush,
+	.progress = f_progress,
+	.revoke = f_revoke,
+};
+
+void fake_register(void)
+{
+	CHECK_RC(rma__registry_add(&fake_ops), 0);
+}
+
+void fake_reset(int defer_ready)
+{
+	memset(&fake, 0, sizeof fake);
+	fake.defer_ready = defer_ready;
+}
+
+rma_engine *fake_engine(unsigned queue_depth)
+{
+	struct rma_config cfg;
+	rma_engine *e;
+	rma_config_init(&cfg);
+	cfg.transports = "fake";
+	cfg.flags = RMA_ENGINE_MANUAL_PROGRESS;
+	cfg.queue_depth = queue_depth;
+	CHECK_RC(rma_engine_create(&cfg, &e), 0);
+	return e;
+}
+
+void fake_complete(rma_engine *e, unsigned i, int res)
+{
+	CHECKF(i < fake.nxfers && fake.xfers[i].state == FAKE_POSTED,
+	       "xfer %u is not outstanding (%u posted)", i, fake.nxfers);
+	fake.xfers[i].state = FAKE_DONE;
+	fake.outstanding--;
+	pthread_mutex_lock(&e->mu);
+	rma__xfer_done(e, fake.xfers[i].x.op_id, fake.xfers[i].x.len, res);
+	pthread_mutex_unlock(&e->mu);
+	rma_progress(e, 0);
+}
+
+unsigned fake_complete_all(rma_engine *e, int res)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < fake.nxfers; i++)
+		if (fake.xfers[i].state == FAKE_POSTED) {
+			fake_complete(e, i, res);
+			n++;
+		}
+	return n;
+}
+
+char *fake_op_buf(rma_engine *e, unsigned i)
+{
+	const struct rma__xfer *x = &fake.xfers[i].x;
+	pthread_mutex_lock(&e->mu);
+	char *p = rma__op_buf(e, x->op_id, x->raddr, x->len);
+	pthread_mutex_unlock(&e->mu);
+	return p;
+}
+
+int fake_op_live(rma_engine *e, unsigned i)
+{
+	pthread_mutex_lock(&e->mu);
+	int live = rma__op_live(e, fake.xfers[i].x.op_id);
+	pthread_mutex_unlock(&e->mu);
+	return live;
+}
+
+int fake_wait_one(rma_engine *e, struct rma_completion *c, int timeout_ms)
+{
+	int64_t end = test_now_ms() + timeout_ms;
+	for (;;) {
+		int n = rma_poll(e, c, 1);
+		CHECK_OK(n);
+		if (n == 1)
+			return 1;
+		if (test_now_ms() >= end)
+			return 0;
+		CHECK_OK(rma_progress(e, 10));
+	}
+}
+
+rma_remote *fake_remote(rma_region *r, uint64_t off, uint64_t len)
+{
+	uint8_t ad[RMA_ADVERTISEMENT_MAX];
+	rma_remote *rem;
+	int n = rma_advertise(r, off, len, 0, ad, sizeof ad);
+	CHECK_OK(n);
+	CHECK_RC(rma_remote_decode(ad, (size_t)n, &rem), 0);
+	return rem;
+}

@@ -1,0 +1,68 @@
+/*
+ * fake_transport.h - a transport that records what the core posts and
+ * completes nothing until the test says so.  Level MEMORY, name "fake".
+ *
+ * The test drives it from its own thread: fake_complete() takes the engine
+ * lock (as transports are called with it held) and reports chunks done.
+ */
+#ifndef RMA_FAKE_TRANSPORT_H
+#define RMA_FAKE_TRANSPORT_H
+
+#include <stdint.h>
+
+#include "core/core.h"
+#include "transport/transport.h"
+
+#define FAKE_MAX_XFERS 8192
+#define FAKE_MAX_MSG 4096    /* chunk size when the engine sets none */
+#define FAKE_BASE 0x10000000 /* rkey base: FAKE_BASE + window offset */
+#define FAKE_WIRE_ID 200
+
+enum { FAKE_POSTED = 1, FAKE_DONE = 2 };
+
+struct fake_xfer {
+	struct rma__xfer x;
+	int state;
+};
+
+struct fake_state {
+	struct fake_xfer xfers[FAKE_MAX_XFERS];
+	unsigned nxfers;          /* ever posted */
+	unsigned outstanding;     /* posted, not completed */
+	unsigned max_outstanding; /* high-water mark */
+	unsigned connects, disconnects, revokes, flushes;
+	uint64_t peer_max_msg;    /* what connect gave the peer */
+	struct rma__peer *peer;   /* the last peer connected */
+	/* 0: connect reports the peer ready at once (a synchronous transport);
+	 * 1: the next progress round does. */
+	int defer_ready;
+};
+
+extern struct fake_state fake;
+
+/* Add "fake" to the registry (once, before any engine). */
+void fake_register(void);
+/* Forget every recorded xfer and counter. */
+void fake_reset(int defer_ready);
+
+/* An engine with only the fake transport, caller-driven progress. */
+rma_engine *fake_engine(unsigned queue_depth);
+
+/* Complete recorded xfer i with res (0 or -errno): rma__xfer_done under
+ * the engine lock.  Then drive one progress round. */
+void fake_complete(rma_engine *e, unsigned i, int res);
+/* Complete every outstanding xfer (in posting order) with res. */
+unsigned fake_complete_all(rma_engine *e, int res);
+
+/* rma__op_buf / rma__op_live for recorded xfer i, under the lock. */
+char *fake_op_buf(rma_engine *e, unsigned i);
+int fake_op_live(rma_engine *e, unsigned i);
+
+/* Drive progress until a completion is waiting or timeout_ms passes;
+ * returns the number polled into c (0 or 1). */
+int fake_wait_one(rma_engine *e, struct rma_completion *c, int timeout_ms);
+
+/* A remote for window [off, off+len) of region r (advertise + decode). */
+rma_remote *fake_remote(rma_region *r, uint64_t off, uint64_t len);
+
+#endif
