@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# deps.sh - make sure the Debian packages rma builds and tests with are here.
+#
+# Checks with dpkg-query; installs what is missing when run as root,
+# otherwise prints the exact command to run and exits 1.
+#   scripts/deps.sh          check (and install as root)
+#   scripts/deps.sh --list   print the package list and exit
+set -euo pipefail
+
+# The one list.  clang + libclang-rt-14-dev: libFuzzer and sanitizer
+# runtimes for the fuzz build; iperf3: bench/compare.sh; libcmocka-dev: unit
+# tests that wrap library calls.
+PACKAGES=(
+	build-essential
+	cmake
+	pkg-config
+	clang
+	libclang-rt-14-dev
+	iperf3
+	python3
+	libcmocka-dev
+)
+
+if [[ "${1:-}" == "--list" ]]; then
+	printf '%s\n' "${PACKAGES[@]}"
+	exit 0
+fi
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+	echo "deps.sh: no dpkg-query: not a Debian system; make sure these are installed:" >&2
+	echo "  ${PACKAGES[*]}" >&2
+	exit 0
+fi
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+	status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+	[[ "$status" == "installed" ]] || missing+=("$p")
+done
+
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+if [[ "$(id -u)" -eq 0 ]]; then
+	echo "deps.sh: installing: ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update
+	apt-get install -y --no-install-recommends "${missing[@]}"
+	exit 0
+fi
+
+echo "deps.sh: missing packages: ${missing[*]}" >&2
+echo "run:" >&2
+echo "  sudo apt-get install -y --no-install-recommends ${missing[*]}" >&2
+exit 1
