@@ -65,7 +65,7 @@ struct rma_config {
 	const char *secret;     /* shared secret checked at connect; NULL = none */
 	unsigned flags;         /* enum rma_engine_flags */
 	unsigned queue_depth;   /* chunks in flight per peer (credits); 64 */
-	unsigned cq_depth;      /* completions that may wait unpolled; 4096 */
+	unsigned cq_depth;      /* completions that may wait unpolled; 4096 (max 262144) */
 	unsigned stripes;       /* connections per peer for striping; 4 */
 	uint64_t max_msg_size;  /* chunk size; 0 = the transport's (tcp: 1 MiB) */
 	int timeout_ms;         /* default op deadline; 30000 */

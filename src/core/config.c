@@ -89,7 +89,7 @@ int rma__config_resolve(const struct rma_config *in, struct rma_config *out)
 		out->timeout_ms = 30000;
 	if (!out->spin_us)
 		out->spin_us = 50;
-	if (out->queue_depth > 65536 || out->cq_depth > (1u << 24) ||
+	if (out->queue_depth > 65536 || out->cq_depth > (1u << 18) ||
 	    out->stripes > 64 || out->timeout_ms < 0 || out->spin_us < 0 ||
 	    (out->max_msg_size && out->max_msg_size < 4096))
 		return -EINVAL;

@@ -240,7 +240,8 @@ void rma__peer_failed(struct rma__peer *p, int err)
 {
 	p->state = RMA__PEER_FAILED;
 	p->error = err;
-	rma__fail_peer_ops(p->t->engine, p, err);
+	if (p->t) /* else still inside connect(): no ops yet */
+		rma__fail_peer_ops(p->t->engine, p, err);
 }
 
 void rma__peer_destroy(struct rma_engine *e, struct rma__peer *p, int err)
@@ -287,6 +288,11 @@ struct rma__peer *rma__peer_get(struct rma_engine *e, const rma_remote *r,
 	*err = t->ops->connect(t, ent->blob, ent->len, r->engine_id, &p);
 	if (*err)
 		return NULL;
+	if (p->state == RMA__PEER_FAILED) { /* failed at once */
+		*err = p->error ? p->error : -ECONNREFUSED;
+		t->ops->disconnect(p, *err);
+		return NULL;
+	}
 	p->t = t;
 	p->engine_id = r->engine_id;
 	if (p->state != RMA__PEER_READY) /* ready at once is allowed */
@@ -436,7 +442,11 @@ static void wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
 		int64_t now = rma__now_ns();
 		if (deadline && now >= deadline)
 			break;
-		if (now >= spin_until && e->has_thread && !e->stop) {
+		/* Called from a completion callback, we are the progress
+		 * thread: keep driving progress ourselves. */
+		bool thread = e->has_thread && !e->stop &&
+			      !pthread_equal(pthread_self(), e->thread);
+		if (now >= spin_until && thread) {
 			int64_t until = now + 100 * 1000000LL;
 			if (deadline && deadline < until)
 				until = deadline;

@@ -74,7 +74,9 @@ static int f_connect(struct rma__transport *t, const void *blob, size_t len,
 	fake.connects++;
 	fake.peer = &p->base;
 	*out = &p->base;
-	if (!fake.defer_ready)
+	if (fake.fail_connect)
+		rma__peer_failed(&p->base, fake.fail_connect);
+	else if (!fake.defer_ready)
 		rma__peer_ready(&p->base);
 	return 0;
 }

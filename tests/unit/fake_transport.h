@@ -36,6 +36,8 @@ struct fake_state {
 	/* 0: connect reports the peer ready at once (a synchronous transport);
 	 * 1: the next progress round does. */
 	int defer_ready;
+	/* nonzero: connect reports the peer failed with it, at once */
+	int fail_connect;
 };
 
 extern struct fake_state fake;
