@@ -70,8 +70,9 @@ struct rma__transport_ops {
 
 	/* Start connecting to the peer named by blob (*out zeroed but for the
 	 * transport's part).  The transport reports the result with
-	 * rma__peer_ready() (from inside connect if it is ready at once) or,
-	 * later, rma__peer_failed(); the core fills p->t and p->engine_id. */
+	 * rma__peer_ready() or rma__peer_failed(), either from inside connect
+	 * (reachable, or not, at once) or later from its callbacks; the core
+	 * fills p->t and p->engine_id. */
 	int (*connect)(struct rma__transport *t, const void *blob, size_t len,
 		       uint64_t engine_id, struct rma__peer **out);
 	/* Fail everything in flight (rma__xfer_done with err) and free. */
