@@ -747,8 +747,10 @@ static void conn_rx(struct conn *c)
 		}
 		budget -= RMA_MIN(budget, (size_t)n);
 	}
-	if (c->hs == HS_READY && !c->peer && c->count)
-		conn_flush(c); /* replies out now, in one writev */
+	/* Target: replies out now, in one write; this also re-arms EPOLLIN
+	 * on a connection that was paused. */
+	if (c->hs == HS_READY && !c->peer)
+		conn_flush(c);
 }
 
 static void conn_connected(struct conn *c)

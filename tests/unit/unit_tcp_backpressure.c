@@ -1,0 +1,53 @@
+/*
+ * A target connection queues at most 128 replies and stops reading when its
+ * queue is full.  With a window far beyond that on one connection, every op
+ * must still complete: the connection resumes reading as replies drain.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+#define NOPS 4000
+#define OPLEN (64 << 10) /* replies outgrow the socket buffers: the target
+			    must wait for the initiator to read */
+#define SPAN (16 * OPLEN)
+
+int main(void)
+{
+	static char src[SPAN], dst[SPAN];
+	static struct rma_op ops[NOPS];
+	static int64_t res[NOPS];
+	char token[RMA_ADVERTISEMENT_TEXT_MAX];
+	struct rma_config cfg;
+	rma_engine *e;
+	rma_region *r, *l;
+	rma_remote *rem;
+
+	for (size_t i = 0; i < sizeof src; i++)
+		src[i] = (char)(i * 13 + 5);
+	rma_config_init(&cfg);
+	cfg.transports = "tcp";
+	cfg.stripes = 1;
+	cfg.queue_depth = 2048; /* far more than the target's reply queue */
+	CHECK_RC(rma_engine_create(&cfg, &e), 0);
+	CHECK_RC(rma_region_register(e, src, sizeof src, RMA_ACCESS_REMOTE_READ, &r), 0);
+	CHECK_RC(rma_region_register(e, dst, sizeof dst, 0, &l), 0);
+	CHECK(rma_advertise_text(r, 0, 0, 0, token, sizeof token) > 0);
+	CHECK_RC(rma_remote_parse(token, &rem), 0);
+
+	for (int round = 0; round < 3; round++) {
+		memset(dst, 0, sizeof dst);
+		for (size_t i = 0; i < NOPS; i++)
+			ops[i] = (struct rma_op){.kind = RMA_OP_GET, .local = l,
+						 .local_off = i % 16 * OPLEN, .remote = rem,
+						 .remote_off = i % 16 * OPLEN, .len = OPLEN};
+		CHECK_RC(rma_submit(e, ops, NOPS, 20000, res, NULL, 0), 0);
+		for (size_t i = 0; i < NOPS; i++)
+			CHECK_EQ(res[i], OPLEN);
+		CHECK(memcmp(src, dst, sizeof src) == 0);
+	}
+	rma_remote_free(rem);
+	rma_engine_destroy(e);
+	return 0;
+}
