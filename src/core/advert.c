@@ -120,6 +120,7 @@ RMA_EXPORT int rma_remote_decode(const void *buf, size_t len, rma_remote **out)
 	r->engine_id = rma__le64(b + 8);
 	r->key = rma__le64(b + 16);
 	r->len = rma__le64(b + 24);
+	uint8_t seen[32] = {0}; /* wire ids met so far, known or not */
 	for (unsigned i = 0; i < b[6]; i++) {
 		struct rma__rentry *ent = &r->ent[r->nent];
 		const struct rma__transport_ops *ops;
@@ -133,9 +134,9 @@ RMA_EXPORT int rma_remote_decode(const void *buf, size_t len, rma_remote **out)
 			goto bad;
 		ent->blob = r->raw + o;
 		o += ent->len;
-		for (unsigned k = 0; k < r->nent; k++)
-			if (r->ent[k].wire_id == ent->wire_id)
-				goto bad;
+		if (seen[ent->wire_id / 8] & (1u << (ent->wire_id % 8)))
+			goto bad;
+		seen[ent->wire_id / 8] |= (uint8_t)(1u << (ent->wire_id % 8));
 		/* Transports this build lacks are skipped, not refused: a
 		 * newer peer may offer more than we know. */
 		ops = rma__transport_by_wire(ent->wire_id);

@@ -126,6 +126,8 @@ struct rma__peer *rma__peer_get(struct rma_engine *e, const rma_remote *r,
 int rma__post_locked(struct rma_engine *e, const struct rma_op *op,
 		     int timeout_ms, struct rma__batch *b, size_t index);
 void rma__peer_destroy(struct rma_engine *e, struct rma__peer *p, int err);
+void rma__wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
+		     int64_t deadline);
 
 /* progress.c */
 int rma__progress_start(struct rma_engine *e);

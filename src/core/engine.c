@@ -256,10 +256,10 @@ RMA_EXPORT int rma_engine_address(rma_engine *e, void *buf, size_t cap)
 	return rc < 0 ? rc : (int)o;
 }
 
-/* Live user ops (not zombies) left? */
-static int busy(struct rma_engine *e)
+/* No live user ops (zombies may remain)? */
+static int idle(void *arg)
 {
-	return e->live > 0;
+	return ((struct rma_engine *)arg)->live == 0;
 }
 
 RMA_EXPORT int rma_engine_shutdown(rma_engine *e, int drain_ms)
@@ -270,18 +270,9 @@ RMA_EXPORT int rma_engine_shutdown(rma_engine *e, int drain_ms)
 		return -EINVAL;
 	pthread_mutex_lock(&e->mu);
 	e->shut = true;
-	if (drain_ms > 0) {
-		int64_t until = rma__now_ns() + (int64_t)drain_ms * 1000000;
-		e->waiters++;
-		while (busy(e) && rma__now_ns() < until) {
-			pthread_mutex_unlock(&e->mu);
-			rma__progress_once(e, 1);
-			pthread_mutex_lock(&e->mu);
-		}
-		e->waiters--;
-		pthread_cond_broadcast(&e->pt_cv);
-	}
-	cancelled = busy(e);
+	if (drain_ms > 0)
+		rma__wait_until(e, idle, e, rma__now_ns() + (int64_t)drain_ms * 1000000);
+	cancelled = !idle(e);
 	/* Dropping every peer cancels whatever is left, zombies included. */
 	while (e->peers)
 		rma__peer_destroy(e, e->peers, -ECANCELED);

@@ -366,7 +366,8 @@ int rma__post_locked(struct rma_engine *e, const struct rma_op *d,
 	}
 	p->nops++;
 	if (op->deadline && (!e->next_deadline || op->deadline < e->next_deadline)) {
-		if (!e->next_deadline && e->has_thread)
+		/* The thread may sleep until the old deadline: re-time it. */
+		if (e->has_thread)
 			rma__wake(e);
 		e->next_deadline = op->deadline;
 	}
@@ -425,6 +426,10 @@ RMA_EXPORT int rma_poll(rma_engine *e, struct rma_completion *out, size_t max)
 	return (int)n;
 }
 
+/* Waits this thread is inside: more than one means a completion callback,
+ * run by an outer wait, is waiting in turn. */
+static __thread unsigned nested_waits;
+
 /*
  * Wait until done() or the deadline (0 = none).  First spin, driving
  * progress from this thread (the progress thread stands aside meanwhile);
@@ -432,19 +437,21 @@ RMA_EXPORT int rma_poll(rma_engine *e, struct rma_completion *out, size_t max)
  * on done_cv, which every progress round signals.  Without one, sleep in
  * epoll ourselves.  Called and returns with the lock held.
  */
-static void wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
-		       int64_t deadline)
+void rma__wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
+		     int64_t deadline)
 {
 	int64_t spin_until = rma__now_ns() + (int64_t)e->cfg.spin_us * 1000;
 
+	nested_waits++;
 	e->waiters++;
 	while (!done(arg)) {
 		int64_t now = rma__now_ns();
 		if (deadline && now >= deadline)
 			break;
-		/* Called from a completion callback, we are the progress
-		 * thread: keep driving progress ourselves. */
-		bool thread = e->has_thread && !e->stop &&
+		/* From a completion callback (run by the progress thread,
+		 * or by an outer wait that keeps it parked) nobody else
+		 * drives progress: keep doing it ourselves. */
+		bool thread = e->has_thread && !e->stop && nested_waits == 1 &&
 			      !pthread_equal(pthread_self(), e->thread);
 		if (now >= spin_until && thread) {
 			int64_t until = now + 100 * 1000000LL;
@@ -478,6 +485,7 @@ static void wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
 	}
 	if (--e->waiters == 0)
 		pthread_cond_broadcast(&e->pt_cv);
+	nested_waits--;
 }
 
 static int batch_done(void *arg)
@@ -529,7 +537,7 @@ RMA_EXPORT int rma_submit(rma_engine *e, const struct rma_op *ops, size_t n,
 		}
 	}
 	pump_all(e);
-	wait_until(e, batch_done, &b, 0); /* ops carry the deadline */
+	rma__wait_until(e, batch_done, &b, 0); /* ops carry the deadline */
 	pthread_mutex_unlock(&e->mu);
 	rma__deliver_callbacks(e);
 
@@ -605,7 +613,7 @@ RMA_EXPORT int rma_peer_connect(rma_engine *e, const rma_remote *r, int timeout_
 	if (e->shut)
 		err = -ESHUTDOWN;
 	else if (rma__peer_get(e, r, &err))
-		wait_until(e, peer_settled, &w, deadline);
+		rma__wait_until(e, peer_settled, &w, deadline);
 	if (!err) {
 		p = peer_find(e, r, &t);
 		err = !p ? -ECONNRESET
@@ -632,7 +640,7 @@ RMA_EXPORT int rma_peer_remove(rma_engine *e, const rma_remote *r, int timeout_m
 		pthread_mutex_unlock(&e->mu);
 		return -ENOENT;
 	}
-	wait_until(e, peer_settled, &w, deadline);
+	rma__wait_until(e, peer_settled, &w, deadline);
 	p = peer_find(e, r, &t);
 	if (p) {
 		rc = p->nops ? -ETIMEDOUT : 0;

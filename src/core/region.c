@@ -49,9 +49,10 @@ RMA_EXPORT int rma_region_register(rma_engine *e, void *addr, size_t len,
 	r->len = len;
 	r->access = access;
 	pthread_mutex_lock(&e->mu);
-	for (i = 0; i < e->ntr && !rc; i++)
-		rc = e->tr[i]->ops->mem_reg(e->tr[i], r);
-	if (!rc && access)
+	for (i = 0; i < e->ntr; i++)
+		if ((rc = e->tr[i]->ops->mem_reg(e->tr[i], r)))
+			break; /* undo [0, i) below */
+	if (!rc && access) /* i == ntr here: a failure undoes them all */
 		rc = grant_new(e, r, 0, len, access, &g);
 	if (rc) {
 		while (i-- > 0)

@@ -694,7 +694,7 @@ static void conn_rx(struct conn *c)
 	size_t budget = RX_BUDGET;
 	int rc;
 
-	while (c->hs == HS_READY && budget) {
+	while (c->hs == HS_READY) {
 		if ((rc = rx_parse(c))) {
 			rma__warn("tcp: %s peer sent invalid data; dropping it",
 				  c->peer ? "target" : "initiator");
@@ -709,6 +709,10 @@ static void conn_rx(struct conn *c)
 			c->paused = false;
 			continue;
 		}
+		/* Out of budget only now: staged bytes are always parsed
+		 * first, since no event may come for them. */
+		if (!budget)
+			break;
 		ssize_t n;
 		if (c->in_payload) {
 			/* Large payloads: straight into place. */
