@@ -40,6 +40,12 @@
 #define DEFAULT_MAX_MSG (1u << 20)
 #define RX_BUDGET (16u << 20)      /* bytes per wake-up, for fairness */
 #define SOCKBUF (8 << 20)
+/* A peer host that vanishes is noticed by the kernel: unacknowledged data
+ * for USER_TIMEOUT, or an idle connection failing keepalive probes. */
+#define USER_TIMEOUT_MS 30000
+#define KEEPIDLE_S 10
+#define KEEPINTVL_S 5
+#define KEEPCNT 3
 #define IOV_BATCH 64
 
 enum hs_state {
@@ -99,6 +105,7 @@ struct conn {
 struct tcp_peer {
 	struct rma__peer base;
 	struct tcp_tr *tt;
+	struct tcp_peer *next;   /* the transport's peers */
 	struct conn *conns;
 	unsigned nlive;
 	uint64_t expect_id;
@@ -117,6 +124,7 @@ struct tcp_tr {
 	unsigned depth, stripes;
 	uint8_t key[16];         /* from the shared secret */
 	struct conn *served;     /* accepted connections */
+	struct tcp_peer *peers;  /* connections we started, by peer */
 	unsigned nserved;
 	int64_t next_timer;
 	uint8_t discard[64 << 10];
@@ -224,8 +232,14 @@ static int sa_from_blob(const uint8_t *b, size_t n, struct sockaddr_storage *sa,
 
 static void tune_socket(int fd)
 {
-	int one = 1, sz = SOCKBUF;
+	int one = 1, sz = SOCKBUF, ut = USER_TIMEOUT_MS;
+	int idle = KEEPIDLE_S, intvl = KEEPINTVL_S, cnt = KEEPCNT;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof ut);
 	/* Privileged callers can go past rmem_max/wmem_max; others keep
 	 * the kernel's autotuning, which a plain SO_RCVBUF would switch off. */
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz);
@@ -833,7 +847,7 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 	}
 }
 
-/* Handshakes that never finish lose their connection. */
+/* Handshakes that never finish lose their connection, on both sides. */
 static void tcp_progress(struct rma__transport *t)
 {
 	struct tcp_tr *tt = container_of(t, struct tcp_tr, base);
@@ -847,6 +861,12 @@ static void tcp_progress(struct rma__transport *t)
 		if (c->hs != HS_READY && now > c->hs_deadline)
 			conn_kill(c, -ETIMEDOUT);
 	}
+	for (struct tcp_peer *p = tt->peers; p; p = p->next)
+		for (struct conn *c = p->conns, *next; c; c = next) {
+			next = c->next;
+			if (c->hs != HS_READY && now > c->hs_deadline)
+				conn_kill(c, -ETIMEDOUT);
+		}
 }
 
 /* ---- ops table ---- */
@@ -1007,6 +1027,8 @@ static int tcp_connect(struct rma__transport *t, const void *blob, size_t len,
 		free(p);
 		return rc;
 	}
+	p->next = tt->peers;
+	tt->peers = p;
 	*out = &p->base;
 	return 0;
 }
@@ -1014,6 +1036,10 @@ static int tcp_connect(struct rma__transport *t, const void *blob, size_t len,
 static void tcp_disconnect(struct rma__peer *bp, int err)
 {
 	struct tcp_peer *p = container_of(bp, struct tcp_peer, base);
+	struct tcp_peer **pp = &p->tt->peers;
+	while (*pp != p)
+		pp = &(*pp)->next;
+	*pp = p->next;
 	p->base.state = RMA__PEER_FAILED; /* no peer_failed callback while going */
 	while (p->conns)
 		conn_kill(p->conns, err);
