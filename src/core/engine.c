@@ -165,7 +165,13 @@ RMA_EXPORT int rma_engine_create(const struct rma_config *cfg, rma_engine **out)
 		pthread_cond_init(&e->done_cv, &ca);
 		pthread_condattr_destroy(&ca);
 	}
-	pthread_cond_init(&e->pt_cv, NULL);
+	{
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+		pthread_cond_init(&e->pt_cv, &ca);
+		pthread_condattr_destroy(&ca);
+	}
 
 	rc = rma__config_resolve(cfg, &e->cfg);
 	if (rc)

@@ -483,8 +483,9 @@ void rma__wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
 		rma__progress_once(e, timeout);
 		pthread_mutex_lock(&e->mu);
 	}
-	if (--e->waiters == 0)
-		pthread_cond_broadcast(&e->pt_cv);
+	/* The progress thread notices on its own within PARK_NS: waking it
+	 * here would put it on a core right when the caller wants both. */
+	e->waiters--;
 	nested_waits--;
 }
 

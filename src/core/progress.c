@@ -11,9 +11,12 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/core.h"
+
+#define PARK_NS 200000 /* how soon the thread resumes after the last waiter */
 
 int rma__watch_add(struct rma_engine *e, struct rma__watch *w, uint32_t events)
 {
@@ -136,8 +139,23 @@ static void *thread_main(void *arg)
 
 	pthread_mutex_lock(&e->mu);
 	while (!e->stop) {
-		while (e->waiters && !e->stop)
-			pthread_cond_wait(&e->pt_cv, &e->mu);
+		if (e->waiters) {
+			/* Waiters drive progress; look again every PARK_NS
+			 * (they leave without waking us). */
+			while (e->waiters && !e->stop) {
+				struct timespec ts;
+				clock_gettime(CLOCK_MONOTONIC, &ts);
+				ts.tv_nsec += PARK_NS;
+				if (ts.tv_nsec >= 1000000000) {
+					ts.tv_sec++;
+					ts.tv_nsec -= 1000000000;
+				}
+				pthread_cond_timedwait(&e->pt_cv, &e->mu, &ts);
+			}
+			/* Back on duty: sleep in epoll rather than spin, so a
+			 * caller about to wait again keeps the cores. */
+			e->last_activity = 0;
+		}
 		if (e->stop)
 			break;
 		int timeout = sleep_ms(e);
