@@ -129,6 +129,9 @@ void rma__peer_destroy(struct rma_engine *e, struct rma__peer *p, int err);
 void rma__wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
 		     int64_t deadline);
 
+uint32_t rma__cq_take(struct rma_engine *e, struct rma_completion *out,
+		      uint32_t max);
+
 /* progress.c */
 int rma__progress_start(struct rma_engine *e);
 void rma__progress_stop(struct rma_engine *e);

@@ -157,7 +157,15 @@ RMA_EXPORT int rma_engine_create(const struct rma_config *cfg, rma_engine **out)
 	if (!e)
 		return -ENOMEM;
 	e->epfd = e->wake_fd = e->cq_fd = -1;
-	pthread_mutex_init(&e->mu, NULL);
+	{
+		/* Adaptive: held briefly by two or three threads at once; a
+		 * short spin beats a futex sleep and wake-up. */
+		pthread_mutexattr_t ma;
+		pthread_mutexattr_init(&ma);
+		pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+		pthread_mutex_init(&e->mu, &ma);
+		pthread_mutexattr_destroy(&ma);
+	}
 	{
 		pthread_condattr_t ca;
 		pthread_condattr_init(&ca);

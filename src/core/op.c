@@ -53,10 +53,12 @@ static void op_release(struct rma_engine *e, struct rma__op *op)
 
 static void cq_push(struct rma_engine *e, uint64_t user_data, int64_t res)
 {
-	uint32_t tail = (e->cq_head + e->cq_count) % e->cq_cap;
+	uint32_t n = e->cq_count, tail = (e->cq_head + n) % e->cq_cap;
 	e->cq[tail].user_data = user_data;
 	e->cq[tail].result = res;
-	if (e->cq_count++ == 0 && !(e->flags & RMA_ENGINE_MANUAL_PROGRESS)) {
+	/* Stored atomically: rma_poll peeks at it without the lock. */
+	__atomic_store_n(&e->cq_count, n + 1, __ATOMIC_RELEASE);
+	if (n == 0 && !(e->flags & RMA_ENGINE_MANUAL_PROGRESS)) {
 		uint64_t one = 1;
 		if (write(e->cq_fd, &one, sizeof one) < 0) {
 			/* cannot fail short of a counter overflow */
@@ -403,25 +405,40 @@ RMA_EXPORT int rma_post(rma_engine *e, const struct rma_op *ops, size_t n,
 	return (int)i;
 }
 
+/* Take up to max completions from the queue (lock held). */
+uint32_t rma__cq_take(struct rma_engine *e, struct rma_completion *out,
+		      uint32_t max)
+{
+	uint32_t n = 0, count = e->cq_count;
+
+	while (n < max && count) {
+		out[n++] = e->cq[e->cq_head];
+		e->cq_head = (e->cq_head + 1) % e->cq_cap;
+		count--;
+	}
+	e->cq_reserved -= n;
+	__atomic_store_n(&e->cq_count, count, __ATOMIC_RELEASE);
+	if (n && !count) {
+		uint64_t v;
+		if (read(e->cq_fd, &v, sizeof v) < 0) {
+			/* already drained, or never written (manual mode) */
+		}
+	}
+	return n;
+}
+
 RMA_EXPORT int rma_poll(rma_engine *e, struct rma_completion *out, size_t max)
 {
-	uint32_t n = 0;
+	uint32_t n;
 
 	if (!e || (!out && max))
 		return -EINVAL;
+	/* Empty: answer without the lock, which the progress thread needs;
+	 * callers spin here. */
+	if (!__atomic_load_n(&e->cq_count, __ATOMIC_ACQUIRE))
+		return 0;
 	pthread_mutex_lock(&e->mu);
-	while (n < max && e->cq_count) {
-		out[n++] = e->cq[e->cq_head];
-		e->cq_head = (e->cq_head + 1) % e->cq_cap;
-		e->cq_count--;
-		e->cq_reserved--;
-	}
-	if (n && !e->cq_count) {
-		uint64_t v;
-		if (read(e->cq_fd, &v, sizeof v) < 0) {
-			/* already drained */
-		}
-	}
+	n = rma__cq_take(e, out, (uint32_t)RMA_MIN(max, UINT32_MAX));
 	pthread_mutex_unlock(&e->mu);
 	return (int)n;
 }

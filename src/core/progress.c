@@ -95,24 +95,14 @@ void rma__deliver_callbacks(struct rma_engine *e)
 {
 	struct rma_completion batch[64];
 
+	if (!__atomic_load_n(&e->cq_count, __ATOMIC_ACQUIRE))
+		return; /* the common case, without the lock */
 	pthread_mutex_lock(&e->mu);
 	/* One thread delivers at a time, so callbacks arrive in order. */
 	while (e->cb && !e->in_cb && e->cq_count) {
 		rma_complete_cb cb = e->cb;
 		void *arg = e->cb_arg;
-		uint32_t n = 0;
-		while (n < RMA_ARRAY_SIZE(batch) && e->cq_count) {
-			batch[n++] = e->cq[e->cq_head];
-			e->cq_head = (e->cq_head + 1) % e->cq_cap;
-			e->cq_count--;
-			e->cq_reserved--;
-		}
-		if (!e->cq_count) {
-			uint64_t v;
-			if (read(e->cq_fd, &v, sizeof v) < 0) {
-				/* manual mode never writes it */
-			}
-		}
+		uint32_t n = rma__cq_take(e, batch, RMA_ARRAY_SIZE(batch));
 		e->in_cb = true;
 		pthread_mutex_unlock(&e->mu);
 		cb(arg, batch, n);
