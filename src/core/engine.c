@@ -138,6 +138,16 @@ static void engine_free(struct rma_engine *e)
 	free(e);
 }
 
+/* Timed waits use CLOCK_MONOTONIC, like every deadline in rma. */
+static void cond_init(pthread_cond_t *cv)
+{
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(cv, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
 static void wake_cb(struct rma__watch *w, uint32_t events)
 {
 	uint64_t v;
@@ -166,20 +176,8 @@ RMA_EXPORT int rma_engine_create(const struct rma_config *cfg, rma_engine **out)
 		pthread_mutex_init(&e->mu, &ma);
 		pthread_mutexattr_destroy(&ma);
 	}
-	{
-		pthread_condattr_t ca;
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&e->done_cv, &ca);
-		pthread_condattr_destroy(&ca);
-	}
-	{
-		pthread_condattr_t ca;
-		pthread_condattr_init(&ca);
-		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-		pthread_cond_init(&e->pt_cv, &ca);
-		pthread_condattr_destroy(&ca);
-	}
+	cond_init(&e->done_cv);
+	cond_init(&e->pt_cv);
 
 	rc = rma__config_resolve(cfg, &e->cfg);
 	if (rc)

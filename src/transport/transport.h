@@ -111,7 +111,6 @@ struct rma__peer {
 	struct rma__peer *next;
 	struct rma__op *qhead, *qtail; /* ops with chunks still to post */
 	unsigned nops;        /* live ops on this peer */
-	uint64_t remote_id_hint;
 };
 
 /* ---- core services for transports ---- */
