@@ -1,5 +1,5 @@
 /* Writes the fuzz seed corpus: valid and broken advertisements and tcp
- * messages.  Usage: fuzz_gen_corpus DIR  (creates DIR/advert, DIR/tcp_hdr). */
+ * messages.  Usage: fuzz_gen_corpus DIR  (creates DIR/advert, DIR/tcp_hdr, DIR/tcp_stream). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -87,6 +87,37 @@ int main(int argc, char **argv)
 		put("tcp_hdr", name, b, RMA_TCP_HELLO_SIZE);
 	}
 	put("tcp_hdr", "short", b, 17);
+
+	/* Streams for fuzz_tcp_stream: key 1 stands for its read-write
+	 * region, key 2 for its read-only one. */
+	{
+		uint8_t st[4 * RMA_TCP_HDR_SIZE + 64];
+		size_t o = 0;
+		struct rma_tcp_hdr q = { .type = RMA_TCP_PUT, .id = 1, .key = 1,
+					 .addr = 8, .len = 64 };
+		rma__tcp_hdr_encode(&q, st);
+		memset(st + RMA_TCP_HDR_SIZE, 0x5a, 64);
+		put("tcp_stream", "put_rw", st, RMA_TCP_HDR_SIZE + 64);
+		q = (struct rma_tcp_hdr){ .type = RMA_TCP_GET, .id = 2, .key = 1,
+					  .addr = 100, .len = 4096 };
+		rma__tcp_hdr_encode(&q, st);
+		put("tcp_stream", "get_rw", st, RMA_TCP_HDR_SIZE);
+		q.key = 2;
+		rma__tcp_hdr_encode(&q, st);
+		q = (struct rma_tcp_hdr){ .type = RMA_TCP_PUT, .id = 3, .key = 2,
+					  .len = 8 };
+		rma__tcp_hdr_encode(&q, st + RMA_TCP_HDR_SIZE);
+		memset(st + 2 * RMA_TCP_HDR_SIZE, 1, 8);
+		put("tcp_stream", "get_ro_put_ro", st, 2 * RMA_TCP_HDR_SIZE + 8);
+		for (int i = 0; i < 4; i++) { /* pipelined, one out of range */
+			q = (struct rma_tcp_hdr){ .type = RMA_TCP_GET, .id = (uint64_t)i + 10,
+						  .key = 1, .addr = i == 3 ? 65535 : 0,
+						  .len = 16 };
+			rma__tcp_hdr_encode(&q, st + o);
+			o += RMA_TCP_HDR_SIZE;
+		}
+		put("tcp_stream", "pipelined", st, o);
+	}
 
 	rma_region_release(r);
 	rma_engine_destroy(e);

@@ -1,0 +1,159 @@
+/*
+ * Fuzz the target side of the tcp transport with whole byte streams.  Each
+ * input is sent, after a correct handshake, on a fresh connection to an
+ * engine serving two regions (read-write and read-only).  Header key fields
+ * holding 1 or 2 are replaced by the regions' real keys, so requests reach
+ * the memory paths.  Nothing may crash or touch memory outside the regions
+ * (ASan), and the engine must go on serving.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "transport/tcp/wire.h"
+
+#define REGION (64u << 10)
+
+static rma_engine *e;
+static uint64_t key_rw, key_ro;
+static struct sockaddr_in addr;
+static uint8_t proof_key[16];
+
+static uint64_t remote_of(rma_region *r)
+{
+	uint8_t ad[RMA_ADVERTISEMENT_MAX];
+	rma_remote *rem;
+	int n = rma_advertise(r, 0, 0, 0, ad, sizeof ad);
+	if (n < 0 || rma_remote_decode(ad, (size_t)n, &rem))
+		abort();
+	uint64_t key = rem->key;
+	const uint8_t *b = rem->ent[0].blob; /* tcp: family, port, ipv4 */
+	addr.sin_family = AF_INET;
+	addr.sin_port = htons(rma__le16(b + 1));
+	memcpy(&addr.sin_addr, b + 3, 4);
+	rma_remote_free(rem);
+	return key;
+}
+
+static void setup(void)
+{
+	struct rma_config cfg;
+	rma_region *rw, *ro;
+	static const uint8_t k0[16] = "rma-tcp-secret-0";
+	static const uint8_t k1[16] = "rma-tcp-secret-1";
+
+	rma_config_init(&cfg);
+	cfg.transports = "tcp";
+	cfg.flags = RMA_ENGINE_MANUAL_PROGRESS; /* this thread drives it */
+	rma_set_log(-1, NULL, NULL);             /* garbage is expected */
+	if (rma_engine_create(&cfg, &e))
+		abort();
+	if (rma_region_register(e, malloc(REGION), REGION, RMA_ACCESS_REMOTE_RW, &rw) ||
+	    rma_region_register(e, malloc(REGION), REGION, RMA_ACCESS_REMOTE_READ, &ro))
+		abort();
+	key_rw = remote_of(rw);
+	key_ro = remote_of(ro);
+	/* The proof key for the empty secret, as the protocol defines it. */
+	rma__put_le64(proof_key, rma__siphash(k0, "", 0));
+	rma__put_le64(proof_key + 8, rma__siphash(k1, "", 0));
+}
+
+/* Drive the engine and drain whatever it sends back; 0 on EOF. */
+static int pump(int fd, int rounds)
+{
+	uint8_t sink[65536];
+	for (int i = 0; i < rounds; i++) {
+		rma_progress(e, 0);
+		ssize_t n = recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+		if (n == 0)
+			return 0;
+	}
+	return 1;
+}
+
+static int hello_recv(int fd, struct rma_tcp_hello *h)
+{
+	uint8_t b[RMA_TCP_HELLO_SIZE];
+	size_t have = 0;
+	for (int i = 0; i < 100000 && have < sizeof b; i++) {
+		rma_progress(e, 0);
+		ssize_t n = recv(fd, b + have, sizeof b - have, MSG_DONTWAIT);
+		if (n == 0)
+			return -1;
+		if (n > 0)
+			have += (size_t)n;
+	}
+	return have == sizeof b ? rma__tcp_hello_decode(b, sizeof b, h) : -1;
+}
+
+static void proof(char side, uint64_t nonce, uint8_t out[16])
+{
+	uint8_t msg[9];
+	msg[0] = (uint8_t)side;
+	rma__put_le64(msg + 1, nonce);
+	rma__put_le64(out, rma__siphash(proof_key, msg, sizeof msg));
+	msg[0] ^= 0x80;
+	rma__put_le64(out + 8, rma__siphash(proof_key, msg, sizeof msg));
+}
+
+static int handshake(int fd)
+{
+	struct rma_tcp_hello h = {.step = 1, .engine_id = 7, .nonce = 11};
+	uint8_t b[RMA_TCP_HELLO_SIZE];
+
+	rma__tcp_hello_encode(&h, b);
+	if (send(fd, b, sizeof b, MSG_NOSIGNAL) != (ssize_t)sizeof b ||
+	    hello_recv(fd, &h) || h.step != 2)
+		return -1;
+	struct rma_tcp_hello c3 = {.step = 3};
+	proof('C', h.nonce, c3.proof);
+	rma__tcp_hello_encode(&c3, b);
+	if (send(fd, b, sizeof b, MSG_NOSIGNAL) != (ssize_t)sizeof b ||
+	    hello_recv(fd, &h) || h.step != 4 || h.status)
+		return -1;
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static int ready;
+	if (!ready++)
+		setup();
+	if (size > (1u << 20))
+		return 0;
+
+	uint8_t *msg = malloc(size + 1);
+	memcpy(msg, data, size);
+	for (size_t i = 0; i + RMA_TCP_HDR_SIZE <= size; i += RMA_TCP_HDR_SIZE) {
+		uint64_t k = rma__le64(msg + i + 16);
+		if (k == 1 || k == 2)
+			rma__put_le64(msg + i + 16, k == 1 ? key_rw : key_ro);
+	}
+
+	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) ||
+	    handshake(fd))
+		abort(); /* the engine stopped serving */
+	size_t sent = 0;
+	for (int i = 0; i < 100000 && sent < size; i++) {
+		ssize_t n = send(fd, msg + sent, size - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+		if (n < 0 && errno != EAGAIN)
+			break; /* the engine dropped us: fine */
+		if (n > 0)
+			sent += (size_t)n;
+		if (!pump(fd, 1))
+			break;
+	}
+	pump(fd, 50);
+	close(fd);
+	pump(fd, 5); /* let it see the close and retire the connection */
+	free(msg);
+	return 0;
+}
