@@ -1,5 +1,5 @@
 /* Writes the fuzz seed corpus: valid and broken advertisements and tcp
- * messages.  Usage: fuzz_gen_corpus DIR  (creates DIR/advert, DIR/tcp_hdr, DIR/tcp_stream). */
+ * messages.  Usage: fuzz_gen_corpus DIR  (creates DIR/advert, DIR/tcp_hdr, DIR/tcp_stream, DIR/tcp_replies). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -117,6 +117,32 @@ int main(int argc, char **argv)
 			o += RMA_TCP_HDR_SIZE;
 		}
 		put("tcp_stream", "pipelined", st, o);
+	}
+
+	/* Replies for fuzz_tcp_replies: ids 1..4 stand for its four requests
+	 * (GET 4096 at 0, PUT 100 at 8192, GET 1 at 100, GET 48K at 0). */
+	{
+		static uint8_t st[4 * RMA_TCP_HDR_SIZE + 4096 + 1 + 64];
+		size_t o = 0;
+		struct rma_tcp_hdr q = { .type = RMA_TCP_GET_RESP, .id = 1,
+					 .key = 0x55, .addr = 0, .len = 4096 };
+		rma__tcp_hdr_encode(&q, st);
+		o = RMA_TCP_HDR_SIZE + 4096;
+		q = (struct rma_tcp_hdr){ .type = RMA_TCP_PUT_ACK, .id = 2,
+					  .key = 0x55, .addr = 8192, .len = 100 };
+		rma__tcp_hdr_encode(&q, st + o);
+		o += RMA_TCP_HDR_SIZE;
+		q = (struct rma_tcp_hdr){ .type = RMA_TCP_GET_RESP, .id = 3,
+					  .key = 0x55, .addr = 100, .len = 1 };
+		rma__tcp_hdr_encode(&q, st + o);
+		o += RMA_TCP_HDR_SIZE + 1;
+		q = (struct rma_tcp_hdr){ .type = RMA_TCP_GET_RESP, .id = 4,
+					  .key = 0x55, .status = -EKEYREJECTED };
+		rma__tcp_hdr_encode(&q, st + o);
+		o += RMA_TCP_HDR_SIZE;
+		put("tcp_replies", "all_answered", st, o);
+		put("tcp_replies", "first_only", st, RMA_TCP_HDR_SIZE + 4096);
+		put("tcp_replies", "truncated", st, RMA_TCP_HDR_SIZE + 100);
 	}
 
 	rma_region_release(r);
