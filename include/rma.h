@@ -188,8 +188,13 @@ int rma_progress(rma_engine *e, int timeout_ms);
  * engine; do not close it. */
 int rma_completion_fd(rma_engine *e);
 
-/* Deliver completions to cb (from the progress thread, in batches, with no
- * engine lock held) instead of the queue.  cb NULL restores the queue. */
+/* Deliver completions to cb instead of the queue, in batches, with no
+ * engine lock held, one batch at a time.  cb runs on whichever thread
+ * drives progress: the progress thread, or a caller inside rma_progress,
+ * rma_submit, rma_read_into, rma_write_from, rma_peer_connect,
+ * rma_peer_remove, rma_region_release, rma_set_callback or
+ * rma_engine_shutdown (never inside rma_post or rma_poll).  Do not hold,
+ * across those calls, a lock that cb takes.  cb NULL restores the queue. */
 typedef void (*rma_complete_cb)(void *arg, const struct rma_completion *c,
 				size_t n);
 int rma_set_callback(rma_engine *e, rma_complete_cb cb, void *arg);

@@ -109,6 +109,7 @@ struct rma_engine {
 	unsigned waiters;       /* threads driving progress in rma_submit */
 	pthread_cond_t pt_cv;   /* the progress thread sleeps here meanwhile */
 	int64_t last_activity;
+	int64_t poll_until;      /* when the thread's epoll_wait times out; 0: not asleep */
 	bool in_cb;
 	bool pump;               /* credits freed or a peer became ready */
 	int pollers;             /* threads between epoll_wait and handling */
@@ -137,6 +138,7 @@ int rma__progress_start(struct rma_engine *e);
 void rma__progress_stop(struct rma_engine *e);
 int rma__progress_once(struct rma_engine *e, int timeout_ms);
 void rma__wake(struct rma_engine *e);
+void rma__retime(struct rma_engine *e);
 void rma__deliver_callbacks(struct rma_engine *e);
 
 /* region.c */

@@ -148,11 +148,16 @@ static void cond_init(pthread_cond_t *cv)
 	pthread_condattr_destroy(&ca);
 }
 
+/* Only the progress thread consumes a wake-up: if a waiter polling the
+ * same epoll set took it, the thread would sleep on with a stale timeout. */
 static void wake_cb(struct rma__watch *w, uint32_t events)
 {
+	struct rma_engine *e = container_of(w, struct rma_engine, wake_watch);
 	uint64_t v;
+	if (!e->has_thread || !pthread_equal(pthread_self(), e->thread))
+		return;
 	if (read(w->fd, &v, sizeof v) < 0) {
-		/* EAGAIN: someone else drained it */
+		/* EAGAIN: already drained */
 	}
 }
 

@@ -73,7 +73,8 @@ static void op_complete(struct rma_engine *e, struct rma__op *op, int64_t res)
 
 	if (op->batch) {
 		op->batch->results[op->batch_index] = res;
-		op->batch->left--; /* its waiter wakes at the end of the round */
+		if (--op->batch->left == 0) /* its waiter may sleep on done_cv */
+			pthread_cond_broadcast(&e->done_cv);
 	} else {
 		cq_push(e, op->user_data, res);
 	}
@@ -368,10 +369,8 @@ int rma__post_locked(struct rma_engine *e, const struct rma_op *d,
 	}
 	p->nops++;
 	if (op->deadline && (!e->next_deadline || op->deadline < e->next_deadline)) {
-		/* The thread may sleep until the old deadline: re-time it. */
-		if (e->has_thread)
-			rma__wake(e);
 		e->next_deadline = op->deadline;
+		rma__retime(e); /* the thread may sleep past it */
 	}
 	if (p->qtail)
 		p->qtail->qnext = op;
@@ -399,6 +398,10 @@ RMA_EXPORT int rma_post(rma_engine *e, const struct rma_op *ops, size_t n,
 	}
 	/* The caller's thread sends right away: no hand-off on the fast path. */
 	pump_all(e);
+	/* Completions made right here (zero-length ops, a failed peer) reach
+	 * a callback through the progress thread, never inside rma_post. */
+	if (e->cb && e->cq_count && e->has_thread)
+		rma__wake(e);
 	pthread_mutex_unlock(&e->mu);
 	if (i == 0 && rc < 0)
 		return rc;
@@ -481,6 +484,7 @@ void rma__wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
 			ts.tv_nsec = ns % 1000000000;
 			if (--e->waiters == 0)
 				pthread_cond_broadcast(&e->pt_cv);
+			rma__retime(e); /* our deadlines are the thread's now */
 			pthread_cond_timedwait(&e->done_cv, &e->mu, &ts);
 			e->waiters++;
 			continue;

@@ -55,6 +55,15 @@ static void bury(struct rma_engine *e)
 	}
 }
 
+/* The earliest deadline moved before the sleeping thread's wake-up time:
+ * wake it so it re-times its sleep.  Lock held. */
+void rma__retime(struct rma_engine *e)
+{
+	if (e->has_thread && e->poll_until && e->next_deadline &&
+	    e->next_deadline < e->poll_until)
+		rma__wake(e);
+}
+
 void rma__wake(struct rma_engine *e)
 {
 	uint64_t one = 1;
@@ -149,9 +158,12 @@ static void *thread_main(void *arg)
 		if (e->stop)
 			break;
 		int timeout = sleep_ms(e);
+		/* Published so that an earlier deadline can wake us. */
+		e->poll_until = timeout ? rma__now_ns() + (int64_t)timeout * 1000000 : 0;
 		pthread_mutex_unlock(&e->mu);
 		rma__progress_once(e, timeout);
 		pthread_mutex_lock(&e->mu);
+		e->poll_until = 0;
 	}
 	pthread_mutex_unlock(&e->mu);
 	return NULL;

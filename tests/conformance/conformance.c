@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -578,7 +579,7 @@ struct stream {
 	rma_region *l;
 	rma_remote *r;
 	size_t size;
-	volatile int phase, stop;
+	atomic_int phase, stop; /* written by the test, read by the streamer */
 	long ok[3], fail[3], posted[3], other;
 	int other_code;
 };

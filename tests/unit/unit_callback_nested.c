@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "check.h"
 #include "testlib.h"
@@ -13,7 +14,7 @@
 static rma_engine *init, *t2;
 static rma_region *ir;
 static rma_remote *dead; /* owned by an engine nobody drives: never answers */
-static volatile int quit;
+static atomic_int quit;
 static int64_t inner = 1, inner_ms = -1;
 
 static rma_engine *engine(unsigned flags, int spin_us)
