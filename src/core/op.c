@@ -9,6 +9,7 @@
  * the pool when the last chunk is reported.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -501,7 +502,8 @@ void rma__wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
 				timeout = (int)RMA_MAX(0, (next - now) / 1000000 + 1);
 		}
 		pthread_mutex_unlock(&e->mu);
-		rma__progress_once(e, timeout);
+		if (rma__progress_once(e, timeout) == 0 && !timeout)
+			sched_yield(); /* spinning: let a thread sharing our core run */
 		pthread_mutex_lock(&e->mu);
 	}
 	/* The progress thread notices on its own within PARK_NS: waking it

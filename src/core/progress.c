@@ -9,6 +9,7 @@
  * aside, so one waiting op costs one spinning core, not two.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <time.h>
@@ -161,7 +162,10 @@ static void *thread_main(void *arg)
 		/* Published so that an earlier deadline can wake us. */
 		e->poll_until = timeout ? rma__now_ns() + (int64_t)timeout * 1000000 : 0;
 		pthread_mutex_unlock(&e->mu);
-		rma__progress_once(e, timeout);
+		/* Spinning: when a round finds nothing, let a thread sharing
+		 * this core run (it may be the one we are waiting for). */
+		if (rma__progress_once(e, timeout) == 0 && !timeout)
+			sched_yield();
 		pthread_mutex_lock(&e->mu);
 		e->poll_until = 0;
 	}
