@@ -1,0 +1,433 @@
+/*
+ * conn.c - one tcp connection's data path.
+ *
+ * Each connection keeps one ring of messages.  Initiator side: entries
+ * [head, sent) are on the wire awaiting their reply, which comes back in
+ * order; [sent, head+count) wait to be written.  Target side: replies
+ * waiting to be written; when the ring is full the connection stops reading
+ * (backpressure).  Payloads are read straight into place; only bytes that
+ * arrive in the same read as a header (at most RXBUF) are copied.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "transport/tcp/tcp.h"
+
+void rma__tcp_set_events(struct conn *c, uint32_t ev)
+{
+	if (c->events == ev || c->hs == HS_DEAD)
+		return;
+	c->events = ev;
+	rma__watch_mod(c->tt->e, &c->w, ev);
+}
+
+void rma__tcp_conn_release(struct rma__watch *w)
+{
+	struct conn *c = container_of(w, struct conn, w);
+	free(c->ring);
+	free(c);
+}
+
+static void conn_cb(struct rma__watch *w, uint32_t ev);
+
+struct conn *rma__tcp_conn_new(struct tcp_tr *tt, int fd, unsigned cap)
+{
+	struct conn *c = calloc(1, sizeof *c);
+	if (!c)
+		return NULL;
+	c->ring = calloc(cap, sizeof *c->ring);
+	if (!c->ring) {
+		free(c);
+		return NULL;
+	}
+	c->cap = cap;
+	c->tt = tt;
+	c->w.fd = fd;
+	c->w.cb = conn_cb;
+	c->w.release = rma__tcp_conn_release;
+	c->nonce = rma__random_u64();
+	c->hs_deadline = rma__now_ns() + HANDSHAKE_NS;
+	return c;
+}
+
+struct txe *rma__tcp_ring_at(struct conn *c, unsigned i)
+{
+	return &c->ring[(c->head + i) % c->cap];
+}
+
+static void ring_pop(struct conn *c)
+{
+	c->head = (c->head + 1) % c->cap;
+	c->count--;
+	c->sent--;
+}
+
+void rma__tcp_conn_kill(struct conn *c, int err)
+{
+	struct tcp_tr *tt = c->tt;
+	struct rma_engine *e = tt->e;
+
+	if (c->hs == HS_DEAD)
+		return;
+	bool was_ready = c->hs == HS_READY;
+	c->hs = HS_DEAD;
+	rma__watch_retire(e, &c->w);
+	close(c->w.fd);
+	if (!c->peer) {
+		struct conn **pp = &tt->served;
+		while (*pp != c)
+			pp = &(*pp)->next;
+		*pp = c->next;
+		tt->nserved--;
+		return;
+	}
+	struct tcp_peer *p = c->peer;
+	struct conn **pp = &p->conns;
+	while (*pp != c)
+		pp = &(*pp)->next;
+	*pp = c->next;
+	if (was_ready)
+		p->nlive--;
+	/* Every chunk this connection held fails with the reason. */
+	for (unsigned i = 0; i < c->count; i++) {
+		struct txe *x = rma__tcp_ring_at(c, i);
+		if (!x->skipped)
+			rma__xfer_done(e, x->op_id, 0, err);
+	}
+	c->count = 0;
+	if (!p->conns && p->base.state != RMA__PEER_FAILED) {
+		if (err != -ECANCELED)
+			rma__info("tcp: peer lost: %s", rma_strerror(err));
+		rma__peer_failed(&p->base, err);
+	} else if (p->nlive == 0 && p->base.state == RMA__PEER_READY) {
+		/* survivors are still handshaking: wait for them */
+		p->base.state = RMA__PEER_CONNECTING;
+	}
+}
+
+/* Write what the ring holds: headers and payloads, many per writev. */
+void rma__tcp_conn_flush(struct conn *c)
+{
+	struct rma_engine *e = c->tt->e;
+
+	while (c->hs == HS_READY && c->sent < c->count) {
+		struct iovec iov[IOV_BATCH];
+		int niov = 0;
+		size_t off = c->cur_off;
+
+		for (unsigned i = c->sent; i < c->count && niov + 2 <= IOV_BATCH; i++) {
+			struct txe *x = rma__tcp_ring_at(c, i);
+			if (c->peer && !rma__op_live(e, x->op_id)) {
+				if (i == c->sent && off > 0) {
+					/* Half-written PUT whose buffer may be gone. */
+					if (x->pay_len) {
+						rma__tcp_conn_kill(c, -ECONNRESET);
+						return;
+					}
+				} else if (i == c->sent) {
+					/* Not a byte written yet: drop it. */
+					x->skipped = true;
+					rma__xfer_done(e, x->op_id, 0, -ECANCELED);
+					c->queued -= RMA_MIN(c->queued, RMA_TCP_HDR_SIZE + x->pay_len);
+					c->sent++;
+					continue;
+				} else {
+					break; /* handle it when it reaches the front */
+				}
+			}
+			if (off < RMA_TCP_HDR_SIZE) {
+				iov[niov].iov_base = x->hdr + off;
+				iov[niov++].iov_len = RMA_TCP_HDR_SIZE - off;
+				off = 0;
+			} else {
+				off -= RMA_TCP_HDR_SIZE;
+			}
+			if (x->pay_len > off) {
+				iov[niov].iov_base = x->pay + off;
+				iov[niov++].iov_len = x->pay_len - off;
+			}
+			off = 0;
+		}
+		if (!niov)
+			break;
+		struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
+		ssize_t n = sendmsg(c->w.fd, &mh, MSG_NOSIGNAL); /* no SIGPIPE */
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				break;
+			rma__tcp_conn_kill(c, errno == EPIPE ? -ECONNRESET : -errno);
+			return;
+		}
+		/* Advance over what went out. */
+		size_t left = (size_t)n;
+		while (left && c->sent < c->count) {
+			struct txe *x = rma__tcp_ring_at(c, c->sent);
+			size_t total = RMA_TCP_HDR_SIZE + x->pay_len - c->cur_off;
+			if (left < total) {
+				c->cur_off += left;
+				c->queued -= RMA_MIN(c->queued, left);
+				left = 0;
+				break;
+			}
+			left -= total;
+			c->queued -= RMA_MIN(c->queued, total);
+			c->cur_off = 0;
+			c->sent++;
+			if (!c->peer) /* target: a written reply is done */
+				ring_pop(c);
+		}
+	}
+	if (c->hs == HS_DEAD)
+		return;
+	/* Initiator: pop skipped entries at the head (no reply will come). */
+	while (c->peer && c->count && c->sent && rma__tcp_ring_at(c, 0)->skipped)
+		ring_pop(c);
+	/* A paused target connection reads again once its replies drain. */
+	uint32_t want = c->paused ? 0 : EPOLLIN;
+	if (c->sent < c->count)
+		want |= EPOLLOUT;
+	rma__tcp_set_events(c, want);
+}
+
+/* ---- target side ---- */
+
+static void reply(struct conn *c, uint8_t type, const struct rma_tcp_hdr *req,
+		  int status, char *pay, void *region)
+{
+	struct txe *x = rma__tcp_ring_at(c, c->count);
+	struct rma_tcp_hdr h = {
+		.type = type,
+		.status = status,
+		.id = req->id,
+		.key = req->key,
+		.addr = req->addr,
+		.len = status && type == RMA_TCP_GET_RESP ? 0 : req->len,
+	};
+	rma__tcp_hdr_encode(&h, x->hdr);
+	x->kind = type;
+	x->skipped = false;
+	x->pay = pay;
+	x->pay_len = type == RMA_TCP_GET_RESP && !status ? req->len : 0;
+	x->op_id = 0;
+	x->region = region;
+	c->count++;
+	c->queued += RMA_TCP_HDR_SIZE + x->pay_len;
+}
+
+/* A request header arrived on a target connection. */
+static void serve(struct conn *c, const struct rma_tcp_hdr *h)
+{
+	struct rma_engine *e = c->tt->e;
+	struct rma_region *region = NULL;
+	char *addr = NULL;
+
+	if (h->type == RMA_TCP_GET) {
+		int rc = rma__target_lookup(e, h->key, h->addr, h->len,
+					    RMA_ACCESS_REMOTE_READ, &addr, &region);
+		reply(c, RMA_TCP_GET_RESP, h, rc, rc ? NULL : addr, region);
+		return;
+	}
+	/* PUT: the payload goes straight into the region, or is discarded. */
+	c->pay_status = rma__target_lookup(e, h->key, h->addr, h->len,
+					   RMA_ACCESS_REMOTE_WRITE, &addr, &region);
+	c->pay_dst = c->pay_status ? NULL : addr;
+	c->pay_region = region;
+	c->cur = *h;
+	c->pay_done = 0;
+	c->in_payload = true;
+}
+
+/* ---- initiator side ---- */
+
+/* A reply header arrived; it must answer the oldest request on the wire. */
+static int answer(struct conn *c, const struct rma_tcp_hdr *h)
+{
+	struct rma_engine *e = c->tt->e;
+	struct txe *x;
+
+	while (c->sent && rma__tcp_ring_at(c, 0)->skipped)
+		ring_pop(c);
+	if (!c->sent)
+		return -EPROTO;
+	x = rma__tcp_ring_at(c, 0);
+	if (h->id != x->op_id || h->addr != x->raddr ||
+	    (h->type == RMA_TCP_PUT_ACK) != (x->kind == RMA_TCP_PUT) ||
+	    (!h->status && h->len != x->len))
+		return -EPROTO;
+	if (h->type == RMA_TCP_GET_RESP && !h->status) {
+		c->cur = *h;
+		c->pay_done = 0;
+		c->in_payload = true;
+		return 0;
+	}
+	ring_pop(c);
+	rma__xfer_done(e, h->id, h->status ? 0 : h->len, h->status);
+	return 0;
+}
+
+/* Where the next payload bytes go; NULL = discard. */
+static char *payload_dst(struct conn *c)
+{
+	if (!c->peer)
+		return c->pay_dst ? c->pay_dst + c->pay_done : NULL;
+	return rma__op_buf(c->tt->e, c->cur.id, c->cur.addr + c->pay_done,
+			   c->cur.len - c->pay_done);
+}
+
+static void payload_end(struct conn *c)
+{
+	c->in_payload = false;
+	if (!c->peer) {
+		reply(c, RMA_TCP_PUT_ACK, &c->cur, c->pay_status, NULL, NULL);
+		return;
+	}
+	ring_pop(c);
+	rma__xfer_done(c->tt->e, c->cur.id, c->cur.len, 0);
+}
+
+static void payload_take(struct conn *c, const uint8_t *src, size_t n)
+{
+	char *dst = payload_dst(c);
+	if (dst)
+		memcpy(dst, src, n);
+	c->pay_done += n;
+	if (c->pay_done == c->cur.len)
+		payload_end(c);
+}
+
+/* Parse what the staging buffer holds.  Returns 0, or -errno to kill. */
+static int rx_parse(struct conn *c)
+{
+	uint64_t max = c->peer ? c->peer->base.max_msg : c->tt->max_msg;
+
+	while (c->rx_off < c->rx_len) {
+		size_t avail = c->rx_len - c->rx_off;
+		if (c->in_payload) {
+			size_t n = RMA_MIN(avail, c->cur.len - c->pay_done);
+			payload_take(c, c->rx + c->rx_off, n);
+			c->rx_off += n;
+			continue;
+		}
+		if (avail < RMA_TCP_HDR_SIZE)
+			break;
+		if (!c->peer && c->count == c->cap) {
+			c->paused = true; /* no room for the reply: wait */
+			break;
+		}
+		struct rma_tcp_hdr h;
+		if (rma__tcp_hdr_decode(c->rx + c->rx_off, avail, max, &h))
+			return -EPROTO;
+		c->rx_off += RMA_TCP_HDR_SIZE;
+		bool request = h.type == RMA_TCP_PUT || h.type == RMA_TCP_GET;
+		if (request != !c->peer)
+			return -EPROTO;
+		if (request)
+			serve(c, &h);
+		else if (answer(c, &h))
+			return -EPROTO;
+		if (c->in_payload && c->cur.len == 0)
+			payload_end(c);
+	}
+	if (c->rx_off == c->rx_len)
+		c->rx_off = c->rx_len = 0;
+	return 0;
+}
+
+void rma__tcp_conn_rx(struct conn *c)
+{
+	size_t budget = RX_BUDGET;
+	int rc;
+
+	while (c->hs == HS_READY) {
+		if ((rc = rx_parse(c))) {
+			rma__warn("tcp: %s peer sent invalid data; dropping it",
+				  c->peer ? "target" : "initiator");
+			rma__tcp_conn_kill(c, rc);
+			return;
+		}
+		if (c->paused) {
+			/* Reply ring full: write replies out, then go on. */
+			rma__tcp_conn_flush(c);
+			if (c->hs != HS_READY || c->count == c->cap)
+				break;
+			c->paused = false;
+			continue;
+		}
+		/* Out of budget only now: staged bytes are always parsed
+		 * first, since no event may come for them. */
+		if (!budget)
+			break;
+		ssize_t n;
+		if (c->in_payload) {
+			/* Large payloads: straight into place. */
+			size_t want = RMA_MIN(c->cur.len - c->pay_done, budget);
+			char *dst = payload_dst(c);
+			if (!dst) {
+				dst = (char *)c->tt->discard;
+				want = RMA_MIN(want, sizeof c->tt->discard);
+			}
+			n = recv(c->w.fd, dst, want, 0);
+			if (n > 0) {
+				c->pay_done += (size_t)n;
+				if (c->pay_done == c->cur.len)
+					payload_end(c);
+			}
+		} else {
+			/* Move a partial header to the front, then top up. */
+			if (c->rx_off) {
+				memmove(c->rx, c->rx + c->rx_off, c->rx_len - c->rx_off);
+				c->rx_len -= c->rx_off;
+				c->rx_off = 0;
+			}
+			n = recv(c->w.fd, c->rx + c->rx_len, sizeof c->rx - c->rx_len, 0);
+			if (n > 0)
+				c->rx_len += (size_t)n;
+		}
+		if (n == 0) {
+			rma__tcp_conn_kill(c, -ECONNRESET);
+			return;
+		}
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				break;
+			rma__tcp_conn_kill(c, errno == EPIPE ? -ECONNRESET : -errno);
+			return;
+		}
+		budget -= RMA_MIN(budget, (size_t)n);
+	}
+	/* Target: replies out now, in one write; this also re-arms EPOLLIN
+	 * on a connection that was paused. */
+	if (c->hs == HS_READY && !c->peer)
+		rma__tcp_conn_flush(c);
+}
+
+static void conn_cb(struct rma__watch *w, uint32_t ev)
+{
+	struct conn *c = container_of(w, struct conn, w);
+
+	if (c->hs == HS_CONNECTING) {
+		if (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))
+			rma__tcp_connected(c);
+		return;
+	}
+	if (c->hs != HS_READY) {
+		rma__tcp_hs_rx(c);
+		return;
+	}
+	if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP))
+		rma__tcp_conn_rx(c);
+	if (c->hs == HS_READY && (ev & EPOLLOUT)) {
+		rma__tcp_conn_flush(c);
+		if (c->paused && c->hs == HS_READY && c->count < c->cap) {
+			c->paused = false;
+			rma__tcp_conn_rx(c); /* requests already buffered */
+		}
+	}
+}

@@ -1,0 +1,140 @@
+/*
+ * tcp.h - the tcp transport's own objects, shared by its files:
+ *   tcp.c        the ops table: listener, peers, posting, revoke
+ *   conn.c       a connection's data path: rings, reading, writing, serving
+ *   handshake.c  the four-message handshake and the secret proof
+ *   addr.c       addresses and socket options
+ *   wire.c       the message codec (wire.h)
+ * Nothing here leaves the transport; the core sees only rma__tcp_ops.
+ */
+#ifndef RMA_TCP_H
+#define RMA_TCP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "transport/tcp/wire.h"
+#include "transport/transport.h"
+#include "util/util.h"
+
+#define RXBUF 4096                 /* header staging */
+#define SERVER_RING 128            /* replies queued per connection */
+#define MAX_SERVER_CONNS 4096
+#define HANDSHAKE_NS (10LL * 1000000000)
+#define DEFAULT_MAX_MSG (1u << 20)
+#define RX_BUDGET (16u << 20)      /* bytes per wake-up, for fairness */
+#define SOCKBUF (8 << 20)
+/* A peer host that vanishes is noticed by the kernel: unacknowledged data
+ * for USER_TIMEOUT, or an idle connection failing keepalive probes. */
+#define USER_TIMEOUT_MS 30000
+#define KEEPIDLE_S 10
+#define KEEPINTVL_S 5
+#define KEEPCNT 3
+#define IOV_BATCH 64
+
+enum hs_state {
+	HS_CONNECTING, /* client: connect() in progress */
+	HS_WAIT2,      /* client: sent 1, waiting for 2 */
+	HS_WAIT4,      /* client: sent 3, waiting for 4 */
+	HS_WAIT1,      /* server: waiting for 1 */
+	HS_WAIT3,      /* server: sent 2, waiting for 3 */
+	HS_READY,
+	HS_DEAD,
+};
+
+struct txe {
+	uint8_t hdr[RMA_TCP_HDR_SIZE];
+	uint8_t kind;         /* message type */
+	bool skipped;         /* op died before it was written: never sent */
+	char *pay;            /* payload source (PUT data / GET reply data) */
+	uint64_t pay_len;
+	uint64_t op_id;       /* initiator: the op */
+	uint64_t raddr, len;  /* initiator: to check the reply */
+	void *region;         /* target: the memory a GET reply reads */
+};
+
+struct tcp_tr;
+struct tcp_peer;
+
+struct conn {
+	struct rma__watch w;
+	struct tcp_tr *tt;
+	struct tcp_peer *peer; /* NULL on the target side */
+	struct conn *next;
+	int hs;
+	int64_t hs_deadline;
+	uint8_t hs_buf[RMA_TCP_HELLO_SIZE];
+	size_t hs_have;
+	uint64_t nonce;
+	uint32_t events;
+
+	/* rx */
+	uint8_t rx[RXBUF];
+	size_t rx_off, rx_len;
+	bool in_payload;
+	struct rma_tcp_hdr cur;
+	uint64_t pay_done;
+	char *pay_dst;         /* target PUT: memory; NULL = discard */
+	void *pay_region;
+	int pay_status;
+	bool paused;           /* target: reply ring full */
+
+	/* tx ring */
+	struct txe *ring;
+	unsigned cap, head, count, sent; /* sent: entries fully written, from head */
+	size_t cur_off;        /* bytes of entry head+sent already written */
+	uint64_t queued;       /* bytes waiting, to balance stripes */
+};
+
+struct tcp_peer {
+	struct rma__peer base;
+	struct tcp_tr *tt;
+	struct tcp_peer *next;   /* the transport's peers */
+	struct conn *conns;
+	unsigned nlive;
+	uint64_t expect_id;
+	struct sockaddr_storage sa;
+	socklen_t salen;
+};
+
+struct tcp_tr {
+	struct rma__transport base;
+	struct rma_engine *e;
+	struct rma__watch lw;
+	uint8_t blob[19];
+	size_t blob_len;
+	uint64_t max_msg;
+	uint64_t engine_id;
+	unsigned depth, stripes;
+	uint8_t key[16];         /* from the shared secret */
+	struct conn *served;     /* accepted connections */
+	struct tcp_peer *peers;  /* connections we started, by peer */
+	unsigned nserved;
+	int64_t next_timer;
+	uint8_t discard[64 << 10];
+};
+
+/* addr.c */
+int rma__tcp_parse_hostport(const char *s, struct sockaddr_storage *sa,
+			    socklen_t *len);
+void rma__tcp_pick_reachable(struct sockaddr_storage *sa);
+size_t rma__tcp_blob_from_sa(const struct sockaddr_storage *sa, uint8_t *b);
+int rma__tcp_sa_from_blob(const uint8_t *b, size_t n,
+			  struct sockaddr_storage *sa, socklen_t *len);
+void rma__tcp_tune_socket(int fd);
+
+/* handshake.c */
+void rma__tcp_hs_rx(struct conn *c);
+void rma__tcp_connected(struct conn *c);
+
+/* conn.c */
+struct conn *rma__tcp_conn_new(struct tcp_tr *tt, int fd, unsigned cap);
+void rma__tcp_conn_release(struct rma__watch *w);
+void rma__tcp_conn_kill(struct conn *c, int err);
+void rma__tcp_conn_flush(struct conn *c);
+void rma__tcp_conn_rx(struct conn *c);
+void rma__tcp_set_events(struct conn *c, uint32_t ev);
+struct txe *rma__tcp_ring_at(struct conn *c, unsigned i);
+
+#endif
