@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
-#include "transport/tcp/wire.h"
+#include "transport/tcp/tcp.h"
 
 #define LOCAL (64u << 10)
 #define ENGINE_ID 0x1234abcdULL
@@ -56,8 +56,6 @@ static void setup(void)
 	struct rma_config cfg;
 	struct sockaddr_in sa = {.sin_family = AF_INET};
 	socklen_t len = sizeof sa;
-	static const uint8_t k0[16] = "rma-tcp-secret-0";
-	static const uint8_t k1[16] = "rma-tcp-secret-1";
 
 	rma_config_init(&cfg);
 	cfg.transports = "tcp";
@@ -73,19 +71,9 @@ static void setup(void)
 	    listen(lfd, 16) || getsockname(lfd, (struct sockaddr *)&sa, &len))
 		abort();
 	forge_remote(ntohs(sa.sin_port));
-	rma__put_le64(proof_key, rma__siphash(k0, "", 0));
-	rma__put_le64(proof_key + 8, rma__siphash(k1, "", 0));
+	rma__tcp_secret_key(NULL, proof_key); /* no secret */
 }
 
-static void proof(char side, uint64_t nonce, uint8_t out[16])
-{
-	uint8_t msg[9];
-	msg[0] = (uint8_t)side;
-	rma__put_le64(msg + 1, nonce);
-	rma__put_le64(out, rma__siphash(proof_key, msg, sizeof msg));
-	msg[0] ^= 0x80;
-	rma__put_le64(out + 8, rma__siphash(proof_key, msg, sizeof msg));
-}
 
 /* Read exactly n bytes while driving the engine; -1 on EOF or no progress. */
 static int read_full(int fd, uint8_t *b, size_t n)
@@ -112,7 +100,7 @@ static int serve_handshake(int fd)
 		return -1;
 	struct rma_tcp_hello s2 = {.step = 2, .engine_id = ENGINE_ID,
 				   .max_msg = 1 << 20, .nonce = 99};
-	proof('S', h.nonce, s2.proof);
+	rma__tcp_proof(proof_key, 'S', h.nonce, s2.proof);
 	rma__tcp_hello_encode(&s2, b);
 	if (send(fd, b, sizeof b, MSG_NOSIGNAL) != (ssize_t)sizeof b ||
 	    read_full(fd, b, sizeof b) || rma__tcp_hello_decode(b, sizeof b, &h) ||

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
-#include "transport/tcp/wire.h"
+#include "transport/tcp/tcp.h"
 
 #define REGION (64u << 10)
 
@@ -45,8 +45,6 @@ static void setup(void)
 {
 	struct rma_config cfg;
 	rma_region *rw, *ro;
-	static const uint8_t k0[16] = "rma-tcp-secret-0";
-	static const uint8_t k1[16] = "rma-tcp-secret-1";
 
 	rma_config_init(&cfg);
 	cfg.transports = "tcp";
@@ -59,9 +57,7 @@ static void setup(void)
 		abort();
 	key_rw = remote_of(rw);
 	key_ro = remote_of(ro);
-	/* The proof key for the empty secret, as the protocol defines it. */
-	rma__put_le64(proof_key, rma__siphash(k0, "", 0));
-	rma__put_le64(proof_key + 8, rma__siphash(k1, "", 0));
+	rma__tcp_secret_key(NULL, proof_key); /* no secret */
 }
 
 /* Drive the engine and drain whatever it sends back; 0 on EOF. */
@@ -92,15 +88,6 @@ static int hello_recv(int fd, struct rma_tcp_hello *h)
 	return have == sizeof b ? rma__tcp_hello_decode(b, sizeof b, h) : -1;
 }
 
-static void proof(char side, uint64_t nonce, uint8_t out[16])
-{
-	uint8_t msg[9];
-	msg[0] = (uint8_t)side;
-	rma__put_le64(msg + 1, nonce);
-	rma__put_le64(out, rma__siphash(proof_key, msg, sizeof msg));
-	msg[0] ^= 0x80;
-	rma__put_le64(out + 8, rma__siphash(proof_key, msg, sizeof msg));
-}
 
 static int handshake(int fd)
 {
@@ -112,7 +99,7 @@ static int handshake(int fd)
 	    hello_recv(fd, &h) || h.step != 2)
 		return -1;
 	struct rma_tcp_hello c3 = {.step = 3};
-	proof('C', h.nonce, c3.proof);
+	rma__tcp_proof(proof_key, 'C', h.nonce, c3.proof);
 	rma__tcp_hello_encode(&c3, b);
 	if (send(fd, b, sizeof b, MSG_NOSIGNAL) != (ssize_t)sizeof b ||
 	    hello_recv(fd, &h) || h.step != 4 || h.status)

@@ -14,17 +14,24 @@
 
 #include "transport/tcp/tcp.h"
 
-static void proof(const struct tcp_tr *tt, char side, uint64_t nonce,
-		  uint8_t out[16])
+void rma__tcp_secret_key(const char *secret, uint8_t key[16])
+{
+	static const uint8_t k0[16] = "rma-tcp-secret-0";
+	static const uint8_t k1[16] = "rma-tcp-secret-1";
+	const char *s = secret ? secret : "";
+	rma__put_le64(key, rma__siphash(k0, s, strlen(s)));
+	rma__put_le64(key + 8, rma__siphash(k1, s, strlen(s)));
+}
+
+void rma__tcp_proof(const uint8_t key[16], char side, uint64_t nonce,
+		    uint8_t out[16])
 {
 	uint8_t msg[9];
 	msg[0] = (uint8_t)side;
 	rma__put_le64(msg + 1, nonce);
-	uint64_t a = rma__siphash(tt->key, msg, sizeof msg);
+	rma__put_le64(out, rma__siphash(key, msg, sizeof msg));
 	msg[0] ^= 0x80;
-	uint64_t b = rma__siphash(tt->key, msg, sizeof msg);
-	rma__put_le64(out, a);
-	rma__put_le64(out + 8, b);
+	rma__put_le64(out + 8, rma__siphash(key, msg, sizeof msg));
 }
 
 static int ct_equal(const uint8_t *a, const uint8_t *b, size_t n)
@@ -65,7 +72,7 @@ static void hs_step(struct conn *c)
 		out.engine_id = tt->engine_id;
 		out.max_msg = tt->max_msg;
 		out.nonce = c->nonce;
-		proof(tt, 'S', in.nonce, out.proof);
+		rma__tcp_proof(tt->key, 'S', in.nonce, out.proof);
 		if (hs_send(c, &out))
 			break;
 		c->hs = HS_WAIT3;
@@ -73,7 +80,7 @@ static void hs_step(struct conn *c)
 	case HS_WAIT3: /* server */
 		if (in.step != 3)
 			break;
-		proof(tt, 'C', c->nonce, want);
+		rma__tcp_proof(tt->key, 'C', c->nonce, want);
 		out.step = 4;
 		out.status = ct_equal(want, in.proof, 16) ? 0 : -EACCES;
 		out.engine_id = tt->engine_id;
@@ -92,7 +99,7 @@ static void hs_step(struct conn *c)
 			rma__tcp_conn_kill(c, -ESTALE);
 			return;
 		}
-		proof(tt, 'S', c->nonce, want);
+		rma__tcp_proof(tt->key, 'S', c->nonce, want);
 		if (!ct_equal(want, in.proof, 16)) {
 			rma__tcp_conn_kill(c, -EACCES);
 			return;
@@ -103,7 +110,7 @@ static void hs_step(struct conn *c)
 		if (in.max_msg < c->peer->base.max_msg || !c->peer->base.max_msg)
 			c->peer->base.max_msg = RMA_MIN(in.max_msg, tt->max_msg);
 		out.step = 3;
-		proof(tt, 'C', in.nonce, out.proof);
+		rma__tcp_proof(tt->key, 'C', in.nonce, out.proof);
 		if (hs_send(c, &out))
 			break;
 		c->hs = HS_WAIT4;

@@ -105,14 +105,7 @@ static int tcp_init(struct rma_engine *e, struct rma__transport **out)
 	tt->max_msg = p->max_msg_size ? p->max_msg_size : DEFAULT_MAX_MSG;
 	tt->depth = p->queue_depth;
 	tt->stripes = p->stripes;
-	{
-		/* Both sides derive the proof key from the secret ("" if none). */
-		static const uint8_t k0[16] = "rma-tcp-secret-0";
-		static const uint8_t k1[16] = "rma-tcp-secret-1";
-		const char *s = p->secret ? p->secret : "";
-		rma__put_le64(tt->key, rma__siphash(k0, s, strlen(s)));
-		rma__put_le64(tt->key + 8, rma__siphash(k1, s, strlen(s)));
-	}
+	rma__tcp_secret_key(p->secret, tt->key);
 	fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		rc = -errno;

@@ -125,6 +125,11 @@ int rma__tcp_sa_from_blob(const uint8_t *b, size_t n,
 void rma__tcp_tune_socket(int fd);
 
 /* handshake.c */
+/* The proof key both sides derive from the shared secret (NULL = none). */
+void rma__tcp_secret_key(const char *secret, uint8_t key[16]);
+/* A side's ('S' or 'C') proof over the other side's nonce. */
+void rma__tcp_proof(const uint8_t key[16], char side, uint64_t nonce,
+		    uint8_t out[16]);
 void rma__tcp_hs_rx(struct conn *c);
 void rma__tcp_connected(struct conn *c);
 
