@@ -57,7 +57,6 @@ struct rma__op {
 	uint64_t key, raddr;    /* remote key and start address */
 	uint64_t posted, done;  /* bytes handed to the transport / finished */
 	unsigned chunks;        /* chunks with the transport */
-	int status;             /* first error */
 	int64_t deadline;       /* ns, 0 = none */
 	uint64_t user_data;
 	struct rma__batch *batch; /* NULL: the engine's completion queue */
@@ -121,6 +120,7 @@ int rma__ops_init(struct rma_engine *e);
 void rma__op_fail(struct rma_engine *e, struct rma__op *op, int err);
 void rma__peer_pump(struct rma_engine *e, struct rma__peer *p);
 void rma__check_deadlines(struct rma_engine *e, int64_t now);
+void rma__pump_pending(struct rma_engine *e);
 void rma__fail_peer_ops(struct rma_engine *e, struct rma__peer *p, int err);
 struct rma__peer *rma__peer_get(struct rma_engine *e, const rma_remote *r,
 				int *err);
@@ -161,6 +161,9 @@ struct rma_remote {
 	size_t rawlen;
 	uint8_t raw[];
 };
+
+/* config.c */
+int rma__config_resolve(const struct rma_config *in, struct rma_config *out);
 
 /* engine.c */
 const struct rma__rentry *rma__route(struct rma_engine *e, const rma_remote *r,

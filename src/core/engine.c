@@ -9,8 +9,6 @@
 
 #include "core/core.h"
 
-int rma__config_resolve(const struct rma_config *in, struct rma_config *out);
-
 int64_t rma__now_ns(void)
 {
 	struct timespec ts;

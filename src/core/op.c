@@ -109,7 +109,6 @@ void rma__op_fail(struct rma_engine *e, struct rma__op *op, int err)
 {
 	if (op->state != RMA__OP_LIVE)
 		return;
-	op->status = err;
 	if (op->peer && op->posted < op->len)
 		queue_remove(op->peer, op);
 	op_complete(e, op, err);
@@ -207,12 +206,17 @@ static void pump_all(struct rma_engine *e)
 			rma__peer_pump(e, p);
 }
 
+/* After a progress round: post what freed credits or ready peers allow. */
+void rma__pump_pending(struct rma_engine *e)
+{
+	if (e->pump)
+		pump_all(e);
+}
+
 void rma__check_deadlines(struct rma_engine *e, int64_t now)
 {
 	int64_t next = 0;
 
-	if (e->pump)
-		pump_all(e);
 	if (!e->next_deadline || now < e->next_deadline)
 		return;
 	for (uint32_t i = 0; i < e->nops; i++) {
@@ -354,7 +358,6 @@ int rma__post_locked(struct rma_engine *e, const struct rma_op *d,
 	op->raddr = ent->rk.base + d->remote_off;
 	op->posted = op->done = 0;
 	op->chunks = 0;
-	op->status = 0;
 	op->user_data = d->user_data;
 	op->batch = b;
 	op->batch_index = index;
@@ -378,8 +381,6 @@ int rma__post_locked(struct rma_engine *e, const struct rma_op *d,
 	else
 		p->qhead = op;
 	p->qtail = op;
-	if (p->state == RMA__PEER_FAILED)
-		rma__fail_peer_ops(e, p, p->error);
 	return 0;
 }
 

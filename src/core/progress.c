@@ -92,6 +92,7 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms)
 	int64_t now = rma__now_ns();
 	if (n > 0)
 		e->last_activity = now;
+	rma__pump_pending(e);
 	rma__check_deadlines(e, now);
 	bury(e);
 	/* Threads sleeping in wait_until() re-check their condition. */
