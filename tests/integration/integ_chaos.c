@@ -27,26 +27,6 @@ static atomic_long posted, completed, bad;
 static atomic_int stop;
 static unsigned seed;
 
-static rma_engine *engine(unsigned queue_depth)
-{
-	struct rma_config c;
-	rma_engine *e;
-	rma_config_init(&c);
-	c.transports = "tcp";
-	c.queue_depth = queue_depth;
-	CHECK_RC(rma_engine_create(&c, &e), 0);
-	return e;
-}
-
-static rma_remote *advertise(rma_region *r)
-{
-	char tok[RMA_ADVERTISEMENT_TEXT_MAX];
-	rma_remote *x;
-	CHECK(rma_advertise_text(r, 0, 0, 0, tok, sizeof tok) > 0);
-	CHECK_RC(rma_remote_parse(tok, &x), 0);
-	return x;
-}
-
 static void account(const struct rma_completion *c, int n)
 {
 	for (int i = 0; i < n; i++) {
@@ -111,7 +91,7 @@ static void *chaos(void *arg)
 			CHECK_RC(rma_region_register(T, tbuf[k], RSZ,
 						     RMA_ACCESS_REMOTE_RW, &treg[k]), 0);
 			rma_remote_free(rem[k]);
-			rem[k] = advertise(treg[k]);
+			rem[k] = test_remote_of(treg[k]);
 			pthread_rwlock_unlock(&tlock);
 			break;
 		case 1: /* the local region goes: its ops are cancelled */
@@ -142,13 +122,13 @@ int main(void)
 	seed = (unsigned)test_seed("chaos");
 	pthread_rwlock_init(&tlock, NULL);
 	pthread_rwlock_init(&ilock, NULL);
-	T = engine(0);
-	I = engine(16);
+	T = test_tcp_engine((struct rma_config){0});
+	I = test_tcp_engine((struct rma_config){.queue_depth = 16});
 	for (int k = 0; k < NREG; k++) {
 		tbuf[k] = test_alloc(RSZ);
 		memset(tbuf[k], k, RSZ);
 		CHECK_RC(rma_region_register(T, tbuf[k], RSZ, RMA_ACCESS_REMOTE_RW, &treg[k]), 0);
-		rem[k] = advertise(treg[k]);
+		rem[k] = test_remote_of(treg[k]);
 	}
 	ibuf = test_alloc(RSZ);
 	CHECK_RC(rma_region_register(I, ibuf, RSZ, 0, &ireg), 0);

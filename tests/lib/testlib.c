@@ -318,3 +318,22 @@ int test_free_port(void)
 	close(fd);
 	return ntohs(a.sin_port);
 }
+
+struct rma_engine *test_tcp_engine(struct rma_config cfg)
+{
+	rma_engine *e;
+	cfg.size = sizeof cfg;
+	if (!cfg.transports)
+		cfg.transports = "tcp";
+	CHECK_RC(rma_engine_create(&cfg, &e), 0);
+	return e;
+}
+
+struct rma_remote *test_remote_of(struct rma_region *r)
+{
+	char tok[RMA_ADVERTISEMENT_TEXT_MAX];
+	rma_remote *rem;
+	CHECK(rma_advertise_text(r, 0, 0, 0, tok, sizeof tok) > 0);
+	CHECK_RC(rma_remote_parse(tok, &rem), 0);
+	return rem;
+}

@@ -52,4 +52,15 @@ int test_recv_line(int fd, char *buf, size_t cap, int timeout_ms);
 /* A loopback TCP port that was free a moment ago. */
 int test_free_port(void);
 
+/* A tcp engine from a config whose zero fields mean the defaults (size is
+ * filled in, transports defaults to "tcp"); fails the test on error. */
+struct rma_engine;
+struct rma_config;
+struct rma_engine *test_tcp_engine(struct rma_config cfg);
+
+/* Its whole-region advertisement, decoded; fails the test on error. */
+struct rma_region;
+struct rma_remote;
+struct rma_remote *test_remote_of(struct rma_region *r);
+
 #endif

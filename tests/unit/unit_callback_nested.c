@@ -17,28 +17,11 @@ static rma_remote *dead; /* owned by an engine nobody drives: never answers */
 static atomic_int quit;
 static int64_t inner = 1, inner_ms = -1;
 
-static rma_engine *engine(unsigned flags, int spin_us)
-{
-	struct rma_config c;
-	rma_engine *e;
-	rma_config_init(&c);
-	c.transports = "tcp";
-	c.flags = flags;
-	c.stripes = 1;
-	c.spin_us = spin_us;
-	CHECK_RC(rma_engine_create(&c, &e), 0);
-	return e;
-}
-
 static rma_remote *advertise(rma_engine *e, char *buf, size_t len)
 {
-	char tok[RMA_ADVERTISEMENT_TEXT_MAX];
 	rma_region *r;
-	rma_remote *rem;
 	CHECK_RC(rma_region_register(e, buf, len, RMA_ACCESS_REMOTE_RW, &r), 0);
-	CHECK(rma_advertise_text(r, 0, 0, 0, tok, sizeof tok) > 0);
-	CHECK_RC(rma_remote_parse(tok, &rem), 0);
-	return rem;
+	return test_remote_of(r);
 }
 
 static void *drive(void *arg)
@@ -65,9 +48,12 @@ int main(void)
 	pthread_t th;
 
 	test_watchdog(60);
-	rma_engine *silent = engine(RMA_ENGINE_MANUAL_PROGRESS, 0);
-	t2 = engine(RMA_ENGINE_MANUAL_PROGRESS, 0);
-	init = engine(0, 100000); /* long spin: the callback runs in it */
+	const struct rma_config manual = {.flags = RMA_ENGINE_MANUAL_PROGRESS,
+					  .stripes = 1};
+	rma_engine *silent = test_tcp_engine(manual);
+	t2 = test_tcp_engine(manual);
+	/* long spin: the callback runs in it */
+	init = test_tcp_engine((struct rma_config){.stripes = 1, .spin_us = 100000});
 	dead = advertise(silent, sb, sizeof sb);
 	rma_remote *live = advertise(t2, t2b, sizeof t2b);
 	CHECK_RC(rma_region_register(init, ib, sizeof ib, 0, &ir), 0);

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "check.h"
+#include "testlib.h"
 
 static rma_engine *e;
 static rma_region *local;
@@ -30,19 +31,15 @@ static void on_complete(void *arg, const struct rma_completion *c, size_t n)
 int main(void)
 {
 	static char src[65536], dst[65536];
-	char token[RMA_ADVERTISEMENT_TEXT_MAX];
 	rma_region *r;
 
 	for (size_t i = 0; i < sizeof src; i++)
 		src[i] = (char)(i * 7 + 1);
-	struct rma_config cfg;
-	rma_config_init(&cfg);
-	cfg.spin_us = 1; /* reach the sleeping part of the wait at once */
-	CHECK_RC(rma_engine_create(&cfg, &e), 0);
+	/* a 1 us spin reaches the sleeping part of the wait at once */
+	e = test_tcp_engine((struct rma_config){.spin_us = 1});
 	CHECK_RC(rma_region_register(e, src, sizeof src, RMA_ACCESS_REMOTE_RW, &r), 0);
 	CHECK_RC(rma_region_register(e, dst, sizeof dst, 0, &local), 0);
-	CHECK(rma_advertise_text(r, 0, 0, 0, token, sizeof token) > 0);
-	CHECK_RC(rma_remote_parse(token, &rem), 0);
+	rem = test_remote_of(r);
 	CHECK_RC(rma_set_callback(e, on_complete, NULL), 0);
 
 	struct rma_op op = {.kind = RMA_OP_GET, .local = local, .remote = rem,

@@ -8,32 +8,19 @@
 #include "check.h"
 #include "testlib.h"
 
-static rma_engine *engine(unsigned flags)
-{
-	struct rma_config c;
-	rma_engine *e;
-	rma_config_init(&c);
-	c.transports = "tcp";
-	c.flags = flags;
-	c.stripes = 1;
-	c.spin_us = 1;
-	CHECK_RC(rma_engine_create(&c, &e), 0);
-	return e;
-}
-
 int main(void)
 {
 	static char sb[64], ib[64];
-	char tok[RMA_ADVERTISEMENT_TEXT_MAX];
 	rma_region *sr, *ir;
 	rma_remote *rem;
 
 	test_watchdog(60);
-	rma_engine *silent = engine(RMA_ENGINE_MANUAL_PROGRESS); /* never answers */
-	rma_engine *e = engine(0);
+	/* never answers */
+	rma_engine *silent = test_tcp_engine((struct rma_config){
+		.flags = RMA_ENGINE_MANUAL_PROGRESS, .stripes = 1});
+	rma_engine *e = test_tcp_engine((struct rma_config){.stripes = 1, .spin_us = 1});
 	CHECK_RC(rma_region_register(silent, sb, sizeof sb, RMA_ACCESS_REMOTE_RW, &sr), 0);
-	CHECK(rma_advertise_text(sr, 0, 0, 0, tok, sizeof tok) > 0);
-	CHECK_RC(rma_remote_parse(tok, &rem), 0);
+	rem = test_remote_of(sr);
 	CHECK_RC(rma_region_register(e, ib, sizeof ib, 0, &ir), 0);
 
 	struct rma_op a = {.kind = RMA_OP_GET, .local = ir, .remote = rem,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "testlib.h"
 
 #define NOPS 4000
 #define OPLEN (64 << 10) /* replies outgrow the socket buffers: the target
@@ -18,23 +19,17 @@ int main(void)
 	static char src[SPAN], dst[SPAN];
 	static struct rma_op ops[NOPS];
 	static int64_t res[NOPS];
-	char token[RMA_ADVERTISEMENT_TEXT_MAX];
-	struct rma_config cfg;
 	rma_engine *e;
 	rma_region *r, *l;
 	rma_remote *rem;
 
 	for (size_t i = 0; i < sizeof src; i++)
 		src[i] = (char)(i * 13 + 5);
-	rma_config_init(&cfg);
-	cfg.transports = "tcp";
-	cfg.stripes = 1;
-	cfg.queue_depth = 2048; /* far more than the target's reply queue */
-	CHECK_RC(rma_engine_create(&cfg, &e), 0);
+	/* one connection, a window far past the target's reply queue */
+	e = test_tcp_engine((struct rma_config){.stripes = 1, .queue_depth = 2048});
 	CHECK_RC(rma_region_register(e, src, sizeof src, RMA_ACCESS_REMOTE_READ, &r), 0);
 	CHECK_RC(rma_region_register(e, dst, sizeof dst, 0, &l), 0);
-	CHECK(rma_advertise_text(r, 0, 0, 0, token, sizeof token) > 0);
-	CHECK_RC(rma_remote_parse(token, &rem), 0);
+	rem = test_remote_of(r);
 
 	for (int round = 0; round < 3; round++) {
 		memset(dst, 0, sizeof dst);

@@ -10,36 +10,24 @@
 #include "check.h"
 #include "testlib.h"
 
-static rma_engine *engine(unsigned flags)
-{
-	struct rma_config c;
-	rma_engine *e;
-	rma_config_init(&c);
-	c.transports = "tcp";
-	c.flags = flags;
-	c.stripes = 1;
-	c.max_msg_size = 32 << 20; /* the GET is one chunk */
-	CHECK_RC(rma_engine_create(&c, &e), 0);
-	return e;
-}
-
 int main(void)
 {
 	const size_t big = 32 << 20;
-	char tok[RMA_ADVERTISEMENT_TEXT_MAX];
 	rma_region *tr, *ir;
 	rma_remote *rem;
 
 	test_watchdog(60);
-	rma_engine *t = engine(0);
-	rma_engine *e = engine(RMA_ENGINE_MANUAL_PROGRESS);
+	/* One connection, and the GET is one chunk. */
+	rma_engine *t = test_tcp_engine((struct rma_config){
+		.stripes = 1, .max_msg_size = big});
+	rma_engine *e = test_tcp_engine((struct rma_config){
+		.flags = RMA_ENGINE_MANUAL_PROGRESS, .stripes = 1, .max_msg_size = big});
 	char *tb = test_alloc(big), *ib = test_alloc(big);
 	memset(tb, 1, big);
 	memset(ib, 2, big);
 	CHECK_RC(rma_region_register(t, tb, big, RMA_ACCESS_REMOTE_RW, &tr), 0);
 	CHECK_RC(rma_region_register(e, ib, big, 0, &ir), 0);
-	CHECK(rma_advertise_text(tr, 0, 0, 0, tok, sizeof tok) > 0);
-	CHECK_RC(rma_remote_parse(tok, &rem), 0);
+	rem = test_remote_of(tr);
 	CHECK_RC(rma_peer_connect(e, rem, 5000), 0);
 
 	for (uint64_t slack = 4; slack <= 36; slack += 8) {

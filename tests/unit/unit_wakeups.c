@@ -49,22 +49,15 @@ static void *submitter(void *arg)
 int main(void)
 {
 	static char sb[64], lb[64];
-	char tok[RMA_ADVERTISEMENT_TEXT_MAX];
-	struct rma_config cfg;
-	rma_engine *silent;
 	rma_region *sr;
 	int64_t dt[5];
 
 	test_watchdog(120);
-	rma_config_init(&cfg);
-	cfg.transports = "tcp";
-	cfg.flags = RMA_ENGINE_MANUAL_PROGRESS;
-	CHECK_RC(rma_engine_create(&cfg, &silent), 0);
+	rma_engine *silent = test_tcp_engine((struct rma_config){
+		.flags = RMA_ENGINE_MANUAL_PROGRESS});
 	CHECK_RC(rma_region_register(silent, sb, sizeof sb, RMA_ACCESS_REMOTE_RW, &sr), 0);
-	CHECK(rma_advertise_text(sr, 0, 0, 0, tok, sizeof tok) > 0);
-	CHECK_RC(rma_remote_parse(tok, &silent_rem), 0);
-	cfg.flags = 0;
-	CHECK_RC(rma_engine_create(&cfg, &e), 0);
+	silent_rem = test_remote_of(sr);
+	e = test_tcp_engine((struct rma_config){0});
 	CHECK_RC(rma_region_register(e, lb, sizeof lb, 0, &l), 0);
 
 	/* 1: the thread is asleep in a 1 s epoll_wait when the deadline comes */
