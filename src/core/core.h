@@ -128,6 +128,7 @@ struct rma_engine {
 	struct rma__op *free_ops;
 	uint32_t live;          /* ops in LIVE or DYING state */
 	unsigned stalled;       /* peers whose post said -EAGAIN */
+	struct rma__timer stall_timer; /* retries them */
 
 	struct rma__theap timers;
 	int timer_fd;           /* armed to the earliest timer: the manual

@@ -23,6 +23,7 @@
 #include "core/core.h"
 
 static void op_expire(struct rma__timer *tm);
+static void stall_retry(struct rma__timer *tm);
 
 int rma__ops_init(struct rma_engine *e)
 {
@@ -36,6 +37,7 @@ int rma__ops_init(struct rma_engine *e)
 		e->ops[i].fnext = e->free_ops;
 		e->free_ops = &e->ops[i];
 	}
+	e->stall_timer.cb = stall_retry;
 	/* One heap slot per op, and some for the transports' timers. */
 	return rma__timers_init(e, e->nops + 64);
 }
@@ -185,8 +187,19 @@ void rma__op_attach(struct rma_engine *e, struct rma__op *op,
 	rma__list_add_tail(&p->queue, &op->qnode);
 }
 
+/* A peer whose transport had no room is retried within a millisecond: the
+ * timer wakes a sleeping thread, or makes the manual completion fd
+ * readable, even if the transport has no event to report. */
+static void stall_retry(struct rma__timer *tm)
+{
+	struct rma_engine *e = container_of(tm, struct rma_engine, stall_timer);
+	e->pump = true;
+}
+
 static void set_stalled(struct rma_engine *e, struct rma__peer *p, bool on)
 {
+	if (on && !e->stall_timer.slot)
+		rma__timer_arm(e, &e->stall_timer, rma__now_ns() + 1000000);
 	if (p->stalled == on)
 		return;
 	p->stalled = on;
@@ -257,6 +270,8 @@ void rma__pump_all(struct rma_engine *e)
 	for (struct rma__peer *p = e->peers; p; p = p->next)
 		if (!rma__list_empty(&p->queue))
 			rma__peer_pump(e, p);
+		else if (p->stalled) /* its ops ended meanwhile */
+			set_stalled(e, p, false);
 }
 
 /* After a progress round: post what freed credits, ready peers or
