@@ -114,6 +114,15 @@ int rma_region_register(rma_engine *e, void *addr, size_t len, unsigned access,
 			rma_region **out);
 
 /*
+ * Allocate len bytes of shared memory (a memfd, zero-filled) and register
+ * them like rma_region_register; *addr receives the address.  A same-host
+ * peer maps such memory once and copies with no system call per op (shm).
+ * rma_region_release unmaps it.
+ */
+int rma_region_alloc(rma_engine *e, size_t len, unsigned access,
+		     rma_region **out, void **addr);
+
+/*
  * Revoke every advertisement of the region and free the handle.  Local ops
  * using the region complete with -ECANCELED.  When it returns, no remote op
  * reads or writes the memory any more; remote ops racing with it fail at

@@ -57,6 +57,7 @@ struct rma_region {
 	uint64_t len;
 	unsigned access;
 	unsigned tmask;   /* instances that registered it (mem_reg) */
+	int fd;           /* memfd behind it (rma_region_alloc), else -1 */
 	struct rma__grant *grants;
 	void *tdata[RMA__MAX_TRANSPORTS];
 	struct rma__lnode users; /* live and dying ops using it as local memory */

@@ -7,7 +7,10 @@
  * register per grant, with that grant's bounds and access only.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/core.h"
 
@@ -16,6 +19,7 @@
 char *rma__region_addr(const struct rma_region *r) { return r->addr; }
 uint64_t rma__region_len(const struct rma_region *r) { return r->len; }
 unsigned rma__region_access(const struct rma_region *r) { return r->access; }
+int rma__region_fd(const struct rma_region *r) { return r->fd; }
 void **rma__region_slot(struct rma_region *r, const struct rma__transport *t)
 {
 	return &r->tdata[t->index];
@@ -106,8 +110,8 @@ static void dereg_all(struct rma_engine *e, struct rma_region *r)
 	r->tmask = 0;
 }
 
-RMA_EXPORT int rma_region_register(rma_engine *e, void *addr, size_t len,
-				   unsigned access, rma_region **out)
+static int region_new(rma_engine *e, void *addr, size_t len, unsigned access,
+		      int fd, rma_region **out)
 {
 	struct rma_region *r;
 	struct rma__grant *g;
@@ -122,6 +126,7 @@ RMA_EXPORT int rma_region_register(rma_engine *e, void *addr, size_t len,
 	r->addr = addr;
 	r->len = len;
 	r->access = access;
+	r->fd = fd;
 	rma__list_init(&r->users);
 	pthread_mutex_lock(&e->mu);
 	/* Each instance registers it, or declines to carry it. */
@@ -146,6 +151,46 @@ RMA_EXPORT int rma_region_register(rma_engine *e, void *addr, size_t len,
 	e->regions = r;
 	pthread_mutex_unlock(&e->mu);
 	*out = r;
+	return 0;
+}
+
+RMA_EXPORT int rma_region_register(rma_engine *e, void *addr, size_t len,
+				   unsigned access, rma_region **out)
+{
+	return region_new(e, addr, len, access, -1, out);
+}
+
+RMA_EXPORT int rma_region_alloc(rma_engine *e, size_t len, unsigned access,
+				rma_region **out, void **addr)
+{
+	void *p;
+	int fd, rc;
+
+	if (!e || !len || !out || !addr)
+		return -EINVAL;
+	fd = memfd_create("rma", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return -errno;
+	/* Sealed against shrinking: a peer's mapping can never fault. */
+	if (ftruncate(fd, (off_t)len) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	rc = region_new(e, p, len, access, fd, out);
+	if (rc) {
+		munmap(p, len);
+		close(fd);
+		return rc;
+	}
+	*addr = p;
 	return 0;
 }
 
@@ -183,6 +228,10 @@ static void region_free(struct rma_engine *e, struct rma_region *r)
 		e->regions = r->next;
 	if (r->next)
 		r->next->prev = r->prev;
+	if (r->fd >= 0) { /* rma_region_alloc's */
+		munmap(r->addr, r->len);
+		close(r->fd);
+	}
 	free(r);
 }
 

@@ -12,9 +12,11 @@
 #include "util/util.h"
 
 extern const struct rma__transport_ops rma__tcp_ops;
+extern const struct rma__transport_ops rma__shm_ops;
 
 static const struct rma__transport_ops *const builtin[] = {
 	&rma__tcp_ops,
+	&rma__shm_ops,
 };
 
 #define MAX_TRANSPORTS 8

@@ -220,6 +220,9 @@ int rma__topt_uint(const struct rma__topts *o, const char *name,
 char *rma__region_addr(const struct rma_region *r);
 uint64_t rma__region_len(const struct rma_region *r);
 unsigned rma__region_access(const struct rma_region *r);
+/* The shared memory file behind r (rma_region_alloc; offset 0 is
+ * rma__region_addr), or -1 for memory the user registered. */
+int rma__region_fd(const struct rma_region *r);
 /* This instance's private slot for r (set in mem_reg, read as xfer->ldesc). */
 void **rma__region_slot(struct rma_region *r, const struct rma__transport *t);
 

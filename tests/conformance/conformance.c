@@ -22,6 +22,7 @@
 #define MiB (1u << 20)
 
 static const char *transport;
+static bool alloc_mem; /* TRANSPORT-alloc: the target's memory is a memfd */
 
 static rma_engine *engine(unsigned flags)
 {
@@ -78,9 +79,23 @@ static int start(struct target *t, size_t rw_size, uint64_t rw_seed)
 {
 	static struct target_opts o; /* the child reads it after fork */
 	o.transports = transport;
+	o.alloc = alloc_mem;
 	o.rw_size = rw_size;
 	o.rw_seed = rw_seed;
 	return target_start(t, &o);
+}
+
+/* For cases that need ops a stopped target cannot finish.  shm copies
+ * without the target's help, except that a memfd region is mapped on first
+ * use through the target: give it such memory. */
+static int start_stallable(struct target *t, size_t rw_size, uint64_t rw_seed)
+{
+	bool was = alloc_mem;
+	if (!strcmp(transport, "shm"))
+		alloc_mem = true;
+	int rc = start(t, rw_size, rw_seed);
+	alloc_mem = was;
+	return rc;
 }
 
 /* ------------------------------------------------------------------ */
@@ -697,7 +712,7 @@ static int case_shutdown(void)
 {
 	const size_t S = 16 * MiB;
 	struct target t;
-	int rc = start(&t, S, 0);
+	int rc = start_stallable(&t, S, 0);
 	if (rc)
 		return rc;
 	char *buf = test_alloc(S);
@@ -774,7 +789,7 @@ static int case_shutdown(void)
 static int case_peer_remove(void)
 {
 	struct target t;
-	int rc = start(&t, 16 * MiB, 17);
+	int rc = start_stallable(&t, 16 * MiB, 17);
 	if (rc)
 		return rc;
 	rma_engine *e = engine(0);
@@ -928,7 +943,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s TRANSPORT [CASE]\n", argv[0]);
 		return 1;
 	}
-	transport = argv[1];
+	static char tname[64];
+	snprintf(tname, sizeof tname, "%s", argv[1]);
+	char *suffix = strstr(tname, "-alloc");
+	if (suffix && !suffix[6]) {
+		*suffix = '\0';
+		alloc_mem = true;
+	}
+	transport = tname;
 	test_watchdog(110);
 
 	struct rma_transport_info info[16];

@@ -5,11 +5,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "rma.h"
+
 #include "target.h"
 #include "testlib.h"
 
@@ -39,6 +41,19 @@ static struct treg *find(struct treg *regs, const char *name)
  *                                  wait MS, crc again)
  *   exit                        -> ok, then the engine is destroyed
  */
+/* Release unmaps rma_region_alloc memory: keep a second view of the same
+ * pages (mremap of size 0 duplicates a shared mapping), so the commands
+ * still see what a peer could have written there. */
+static void keep_view(const struct target_opts *o, struct treg *t)
+{
+	if (!o->alloc)
+		return;
+	void *v = mremap(t->buf, 0, t->len, MREMAP_MAYMOVE);
+	if (v == MAP_FAILED)
+		abort();
+	t->buf = v;
+}
+
 static int target_main(void *arg, int in, int out)
 {
 	const struct target_opts *o = arg;
@@ -66,9 +81,15 @@ static int target_main(void *arg, int in, int out)
 	unsigned acc[4] = { RMA_ACCESS_REMOTE_RW, RMA_ACCESS_REMOTE_READ,
 			    RMA_ACCESS_REMOTE_WRITE, 0 };
 	for (int i = 0; i < 4; i++) {
-		regs[i].buf = test_alloc(regs[i].len);
-		rc = rma_region_register(e, regs[i].buf, regs[i].len, acc[i],
-					 &regs[i].r);
+		if (o->alloc) {
+			void *p = NULL;
+			rc = rma_region_alloc(e, regs[i].len, acc[i], &regs[i].r, &p);
+			regs[i].buf = p;
+		} else {
+			regs[i].buf = test_alloc(regs[i].len);
+			rc = rma_region_register(e, regs[i].buf, regs[i].len,
+						 acc[i], &regs[i].r);
+		}
 		if (rc < 0) {
 			test_send_line(out, "err register %s: %s", regs[i].name,
 				       rma_strerror(rc));
@@ -123,6 +144,7 @@ static int target_main(void *arg, int in, int out)
 				test_send_line(out, "err name");
 				continue;
 			}
+			keep_view(o, t);
 			rc = rma_region_release(t->r);
 			t->r = NULL;
 			uint32_t c1 = rma_crc32c(0, t->buf, t->len);
@@ -136,6 +158,7 @@ static int target_main(void *arg, int in, int out)
 				test_send_line(out, "err name");
 				continue;
 			}
+			keep_view(o, t);
 			rc = rma_region_release(t->r);
 			t->r = NULL;
 			test_send_line(out, "ok %d", rc);

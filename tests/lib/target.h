@@ -12,6 +12,7 @@
 #define RMA_TEST_TARGET_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -25,6 +26,7 @@ struct target_opts {
 	const char *secret;     /* NULL = none */
 	size_t rw_size;         /* 0 = 64 MiB */
 	uint64_t rw_seed;       /* pattern of "rw"; 0 = zeros */
+	bool alloc;             /* regions from rma_region_alloc (memfd) */
 };
 
 struct target {

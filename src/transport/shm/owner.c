@@ -1,0 +1,258 @@
+/*
+ * owner.c - the owner's side: the grant table, the listener, one control
+ * connection per initiator engine, and the drain that makes release final.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "transport/shm/shm.h"
+
+static void srv_release(struct rma__watch *w)
+{
+	free(container_of(w, struct shm_srv, w));
+}
+
+static void row_free(struct shm_tr *st, unsigned i)
+{
+	struct shm_rowst *r = &st->rows[i];
+	atomic_store(&shm_row_at(st->tab, i)->cur, 0);
+	close(r->pidfd);
+	memset(r, 0, sizeof *r);
+}
+
+static void srv_close(struct shm_srv *s)
+{
+	struct shm_tr *st = s->st;
+	struct shm_srv **pp = &st->served;
+
+	while (*pp != s)
+		pp = &(*pp)->next;
+	*pp = s->next;
+	st->nserved--;
+	if (s->row >= 0) {
+		struct shm_rowst *r = &st->rows[s->row];
+		if (atomic_load(&shm_row_at(st->tab, (unsigned)s->row)->cur) &&
+		    !rma__shm_pid_dead(r->pidfd))
+			r->s = NULL; /* still inside a copy: quarantined */
+		else
+			row_free(st, (unsigned)s->row);
+		s->row = -1;
+	}
+	close(s->w.fd);
+	rma__watch_retire(st->e, &s->w);
+}
+
+static int row_get(struct shm_tr *st, struct shm_srv *s)
+{
+	for (unsigned i = 0; i < SHM_ROWS; i++) {
+		struct shm_rowst *r = &st->rows[i];
+		if (r->used && !r->s && rma__shm_pid_dead(r->pidfd))
+			row_free(st, i); /* the quarantined process is gone */
+		if (r->used)
+			continue;
+		int fd = rma__shm_pidfd(s->w.fd, s->pid);
+		if (fd < 0)
+			return fd;
+		atomic_store(&shm_row_at(st->tab, i)->cur, 0);
+		r->used = true;
+		r->s = s;
+		r->pidfd = fd;
+		r->pid = s->pid;
+		s->row = (int)i;
+		return 0;
+	}
+	return -EUSERS;
+}
+
+static void answer_map(struct shm_srv *s, uint64_t id)
+{
+	struct shm_msg m = {.type = SHM_MAPPED, .a = id};
+	for (struct shm_reg *g = s->st->regs; g; g = g->next)
+		if (g->id == id) {
+			m.b = rma__region_len(g->r);
+			if (rma__shm_send(s->w.fd, &m, rma__region_fd(g->r)))
+				srv_close(s);
+			return;
+		}
+	m.status = -EKEYREJECTED; /* released meanwhile */
+	if (rma__shm_send(s->w.fd, &m, -1))
+		srv_close(s);
+}
+
+static void srv_cb(struct rma__watch *w, uint32_t ev)
+{
+	struct shm_srv *s = container_of(w, struct shm_srv, w);
+	struct shm_tr *st = s->st;
+	struct shm_msg m;
+	int rc;
+
+	for (;;) {
+		rc = rma__shm_recv(w->fd, &m, NULL);
+		if (rc <= 0)
+			break;
+		if (m.type == SHM_HELLO && s->row < 0) {
+			struct shm_msg r = {.type = SHM_WELCOME, .a = st->engine_id};
+			if (m.b != st->engine_id)
+				r.status = -ESTALE; /* another engine owns the name */
+			else
+				r.status = row_get(st, s);
+			r.b = (uint64_t)s->row;
+			if (rma__shm_send(w->fd, &r, r.status ? -1 : st->tfd) || r.status) {
+				rc = -EPROTO;
+				break;
+			}
+		} else if (m.type == SHM_MAP && s->row >= 0) {
+			answer_map(s, m.a);
+			return; /* s may be gone */
+		} else {
+			rc = -EPROTO;
+			break;
+		}
+	}
+	if (rc < 0 || (ev & (EPOLLHUP | EPOLLERR)))
+		srv_close(s);
+}
+
+static void accept_cb(struct rma__watch *w, uint32_t ev)
+{
+	struct shm_tr *st = container_of(w, struct shm_tr, lw);
+
+	for (;;) {
+		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct ucred cr;
+		socklen_t len = sizeof cr;
+		struct shm_srv *s;
+
+		if (fd < 0)
+			return;
+		/* Only our own user (or root) may attach: anyone else could not
+		 * copy anyway, and must not learn the table. */
+		if (st->nserved >= SHM_MAX_CONNS ||
+		    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) ||
+		    (cr.uid != geteuid() && cr.uid != 0) || cr.pid <= 0 ||
+		    !(s = calloc(1, sizeof *s))) {
+			close(fd);
+			continue;
+		}
+		s->st = st;
+		s->row = -1;
+		s->pid = cr.pid;
+		s->w.fd = fd;
+		s->w.cb = srv_cb;
+		s->w.release = srv_release;
+		if (rma__watch_add(st->e, &s->w, EPOLLIN)) {
+			close(fd);
+			free(s);
+			continue;
+		}
+		s->next = st->served;
+		st->served = s;
+		st->nserved++;
+	}
+}
+
+int rma__shm_owner_init(struct shm_tr *st)
+{
+	struct sockaddr_un sun;
+	socklen_t len;
+	int rc;
+
+	st->tfd = memfd_create("rma-shm-grants", MFD_CLOEXEC);
+	if (st->tfd < 0)
+		return -errno;
+	if (ftruncate(st->tfd, SHM_TABLE_SIZE))
+		return -errno;
+	st->tab = mmap(NULL, SHM_TABLE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
+		       st->tfd, 0);
+	if (st->tab == MAP_FAILED) {
+		st->tab = NULL;
+		return -errno;
+	}
+	*(uint64_t *)st->tab = SHM_TABLE_MAGIC;
+	st->free_slots = malloc(SHM_SLOTS * sizeof *st->free_slots);
+	if (!st->free_slots)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < SHM_SLOTS; i++)
+		st->free_slots[st->nfree++] = SHM_SLOTS - 1 - i;
+	st->lw.fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (st->lw.fd < 0)
+		return -errno;
+	len = rma__shm_sockname(st->id.pid, st->engine_id, &sun);
+	if (bind(st->lw.fd, (struct sockaddr *)&sun, len) || listen(st->lw.fd, 256))
+		return -errno;
+	st->lw.cb = accept_cb;
+	rc = rma__watch_add(st->e, &st->lw, EPOLLIN);
+	return rc;
+}
+
+void rma__shm_owner_fini(struct shm_tr *st)
+{
+	while (st->served)
+		srv_close(st->served);
+	for (unsigned i = 0; i < SHM_ROWS; i++)
+		if (st->rows[i].used)
+			row_free(st, i);
+	if (st->lw.fd >= 0)
+		close(st->lw.fd);
+	if (st->tab)
+		munmap(st->tab, SHM_TABLE_SIZE);
+	if (st->tfd >= 0)
+		close(st->tfd);
+	free(st->free_slots);
+}
+
+/*
+ * The grant in slot is revoked (its key already 0).  Wait until no
+ * initiator is inside a copy through it, for at most drain_ms: an
+ * initiator whose process is gone is not waited for (its copy ended with
+ * it); one still copying at the bound (a stopped process) loses its
+ * connection and is logged: at most the one chunk it is in may still land.
+ */
+void rma__shm_drain(struct shm_tr *st, uint32_t slot)
+{
+	int64_t deadline = rma__now_ns() + (int64_t)st->drain_ms * 1000000;
+
+	atomic_thread_fence(memory_order_seq_cst);
+	for (unsigned i = 0; i < SHM_ROWS; i++) {
+		struct shm_rowst *r = &st->rows[i];
+		struct shm_row *row = shm_row_at(st->tab, i);
+		unsigned spins = 0;
+
+		if (!r->used)
+			continue;
+		while (atomic_load(&row->cur) == (uint64_t)slot + 1) {
+			if (++spins < 64)
+				continue;
+			if (rma__shm_pid_dead(r->pidfd))
+				break;
+			if (rma__now_ns() > deadline) {
+				rma__warn("shm: release: pid %d still copying after %u ms; "
+					  "cutting it off (its current chunk, at most %llu "
+					  "bytes, may still land)", (int)r->pid,
+					  st->drain_ms, (unsigned long long)st->max_msg);
+				if (r->s)
+					srv_close(r->s);
+				break;
+			}
+			sched_yield();
+		}
+	}
+}
+
+void rma__shm_unmap_notify(struct shm_tr *st, uint32_t region_id)
+{
+	struct shm_msg m = {.type = SHM_UNMAP, .a = region_id};
+	for (struct shm_srv *s = st->served, *next; s; s = next) {
+		next = s->next;
+		int rc = s->row >= 0 ? rma__shm_send(s->w.fd, &m, -1) : 0;
+		if (rc && rc != -EAGAIN)
+			srv_close(s);
+	}
+}

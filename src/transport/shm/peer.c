@@ -1,0 +1,361 @@
+/*
+ * peer.c - the initiator's side: the control connection, the copies, and
+ * the memfd regions mapped from the owner.
+ *
+ * Every copy is bracketed by the owner's grant table: announce the slot in
+ * our row, check the slot's key (and the window, the access) as the owner
+ * publishes them, copy, clear the row.  The owner's release clears the key
+ * first and then waits for rows naming the slot, so a copy either saw the
+ * key cleared or is waited for (design.md, "The shm transport").
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "transport/shm/shm.h"
+
+static void peer_release(struct rma__watch *w)
+{
+	struct shm_peer *p = container_of(w, struct shm_peer, w);
+	if (p->tab)
+		munmap((void *)p->tab, SHM_ROW_OFF);
+	if (p->row)
+		munmap(p->row, SHM_PAGE);
+	for (unsigned i = 0; i < SHM_MAPS; i++)
+		if (p->maps[i].addr)
+			munmap(p->maps[i].addr, p->maps[i].len);
+	if (p->pidfd >= 0)
+		close(p->pidfd);
+	free(p);
+}
+
+static void unlink_peer(struct shm_peer *p)
+{
+	struct shm_peer **pp = &p->st->peers;
+	while (*pp && *pp != p)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = p->next;
+}
+
+static struct shm_map *map_find(struct shm_peer *p, uint32_t id)
+{
+	for (unsigned i = 0; i < SHM_MAPS; i++)
+		if (p->maps[i].id == id)
+			return &p->maps[i];
+	return NULL;
+}
+
+static void map_drop(struct shm_map *m)
+{
+	if (m->addr)
+		munmap(m->addr, m->len);
+	memset(m, 0, sizeof *m);
+}
+
+/* WELCOME: map the table (read-only) and our row (writable). */
+static int welcome(struct shm_peer *p, const struct shm_msg *m, int fd)
+{
+	struct stat sb;
+	void *tab, *row;
+
+	if (m->status)
+		return m->status < 0 ? m->status : -EPROTO;
+	if (fd < 0 || m->a != p->expect_id || m->b >= SHM_ROWS ||
+	    fstat(fd, &sb) || (uint64_t)sb.st_size < SHM_TABLE_SIZE)
+		return -EPROTO;
+	tab = mmap(NULL, SHM_ROW_OFF, PROT_READ, MAP_SHARED, fd, 0);
+	if (tab == MAP_FAILED)
+		return -errno;
+	row = mmap(NULL, SHM_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+		   (off_t)(SHM_ROW_OFF + m->b * SHM_PAGE));
+	if (row == MAP_FAILED) {
+		int rc = -errno;
+		munmap(tab, SHM_ROW_OFF);
+		return rc;
+	}
+	p->tab = tab;
+	p->row = row;
+	if (*(const uint64_t *)p->tab != SHM_TABLE_MAGIC)
+		return -EPROTO;
+	p->welcomed = true;
+	p->base.max_msg = p->st->max_msg;
+	p->base.credits = SHM_CREDITS;
+	rma__peer_ready(&p->base);
+	return 0;
+}
+
+static int mapped(struct shm_peer *p, const struct shm_msg *m, int fd)
+{
+	struct shm_map *mp = map_find(p, (uint32_t)m->a);
+	struct stat sb;
+
+	if (!mp || !mp->pending)
+		return -EPROTO;
+	mp->pending = false;
+	rma__peer_kick(&p->base);
+	if (m->status) {
+		mp->err = m->status < 0 ? m->status : -EPROTO;
+		return 0;
+	}
+	if (fd < 0 || fstat(fd, &sb) || (uint64_t)sb.st_size < m->b || !m->b) {
+		mp->err = -EPROTO;
+		return 0;
+	}
+	void *a = mmap(NULL, m->b, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (a == MAP_FAILED) {
+		mp->err = -errno;
+		return 0;
+	}
+	mp->addr = a;
+	mp->len = m->b;
+	return 0;
+}
+
+static void peer_cb(struct rma__watch *w, uint32_t ev)
+{
+	struct shm_peer *p = container_of(w, struct shm_peer, w);
+	struct shm_msg m;
+	int rc, fd;
+
+	for (;;) {
+		fd = -1;
+		rc = rma__shm_recv(w->fd, &m, &fd);
+		if (rc <= 0)
+			break;
+		if (m.type == SHM_WELCOME && !p->welcomed)
+			rc = welcome(p, &m, fd);
+		else if (m.type == SHM_MAPPED && p->welcomed)
+			rc = mapped(p, &m, fd);
+		else if (m.type == SHM_UNMAP && p->welcomed && fd < 0) {
+			struct shm_map *mp = map_find(p, (uint32_t)m.a);
+			if (mp && !mp->pending)
+				map_drop(mp);
+			rc = 0;
+		} else
+			rc = -EPROTO;
+		if (fd >= 0)
+			close(fd); /* a mapping outlives its fd */
+		if (rc < 0)
+			break;
+	}
+	if (rc == 0 && (ev & (EPOLLHUP | EPOLLERR)))
+		rc = -ECONNRESET;
+	if (rc < 0 && p->base.state != RMA__PEER_FAILED)
+		rma__peer_failed(&p->base, rc); /* the core disconnects it */
+}
+
+int rma__shm_connect(struct rma__transport *t, const void *blob, size_t len,
+		     uint64_t engine_id, struct rma__peer **out)
+{
+	struct shm_tr *st = container_of(t, struct shm_tr, base);
+	struct shm_blob b;
+	struct sockaddr_un sun;
+	struct ucred cr;
+	socklen_t sl = sizeof cr;
+	struct shm_peer *p;
+	uint64_t start;
+	int rc;
+
+	if (rma__shm_blob_decode(blob, len, &b))
+		return -EBADMSG;
+	p = calloc(1, sizeof *p);
+	if (!p)
+		return -ENOMEM;
+	p->st = st;
+	p->pidfd = -1;
+	p->expect_id = engine_id;
+	p->pid = (pid_t)b.id.pid;
+	p->w.fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (p->w.fd < 0) {
+		rc = -errno;
+		goto fail;
+	}
+	sl = rma__shm_sockname(b.id.pid, engine_id, &sun);
+	if (connect(p->w.fd, (struct sockaddr *)&sun, sl)) {
+		/* ECONNREFUSED: no such engine here (gone, or another network
+		 * namespace): the core falls back. */
+		rc = -errno;
+		goto fail;
+	}
+	/* The listener is the process the advertisement names, of our user,
+	 * and not a newer process that reused its pid. */
+	sl = sizeof cr;
+	if (getsockopt(p->w.fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) ||
+	    cr.pid != p->pid || (cr.uid != geteuid() && geteuid() != 0)) {
+		rc = -EPERM;
+		goto fail;
+	}
+	p->pidfd = rma__shm_pidfd(p->w.fd, p->pid);
+	if (p->pidfd < 0) {
+		rc = p->pidfd;
+		goto fail;
+	}
+	rc = rma__shm_start_time(p->pid, &start);
+	if (rc || start != b.id.start) {
+		rc = -ESTALE;
+		goto fail;
+	}
+	struct shm_msg m = {.type = SHM_HELLO, .a = st->engine_id, .b = engine_id};
+	rc = rma__shm_send(p->w.fd, &m, -1);
+	if (rc)
+		goto fail;
+	p->w.cb = peer_cb;
+	p->w.release = peer_release;
+	rc = rma__watch_add(st->e, &p->w, EPOLLIN);
+	if (rc)
+		goto fail;
+	p->next = st->peers;
+	st->peers = p;
+	*out = &p->base;
+	return 0;
+fail:
+	if (p->w.fd >= 0)
+		close(p->w.fd);
+	p->w.fd = -1;
+	peer_release(&p->w);
+	return rc;
+}
+
+/* Report what was copied: the core counts a chunk only after post returns. */
+void rma__shm_flush(struct rma__peer *bp)
+{
+	struct shm_peer *p = container_of(bp, struct shm_peer, base);
+	struct rma_engine *e = p->st->e;
+
+	while (p->ndone) {
+		struct shm_done d = p->done[--p->ndone];
+		rma__xfer_done(e, d.op_id, d.len, d.res);
+	}
+}
+
+void rma__shm_disconnect(struct rma__peer *bp, int err)
+{
+	struct shm_peer *p = container_of(bp, struct shm_peer, base);
+
+	/* Copies are synchronous: these ended; report what they did. */
+	rma__shm_flush(bp);
+	unlink_peer(p);
+	p->base.state = RMA__PEER_FAILED;
+	close(p->w.fd);
+	rma__watch_retire(p->st->e, &p->w);
+}
+
+/* Cross-memory attach, looping on short counts (they stop at a remote
+ * page the owner cannot give: EFAULT). */
+static int cma(struct shm_peer *p, unsigned kind, char *l, uint64_t raddr,
+	       uint64_t len)
+{
+	while (len) {
+		struct iovec lv = {l, len}, rv = {(void *)(uintptr_t)raddr, len};
+		ssize_t n = kind == RMA_OP_PUT
+				    ? process_vm_writev(p->pid, &lv, 1, &rv, 1, 0)
+				    : process_vm_readv(p->pid, &lv, 1, &rv, 1, 0);
+		if (n <= 0) {
+			int rc = n < 0 ? -errno : -EFAULT;
+			return rc == -ESRCH ? -ECONNRESET : rc;
+		}
+		l += n;
+		raddr += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+	return 0;
+}
+
+/* The memfd path: the region mapped here, asked for on first use. */
+static int via_map(struct shm_peer *p, const struct shm_slot *s, char **dst,
+		   uint64_t raddr, uint64_t len)
+{
+	struct shm_map *mp = map_find(p, s->region_id);
+
+	if (!mp) {
+		mp = map_find(p, 0);
+		if (!mp) { /* full: drop one that is not pending */
+			for (unsigned i = 0; i < SHM_MAPS && !mp; i++)
+				if (!p->maps[(s->region_id + i) % SHM_MAPS].pending)
+					mp = &p->maps[(s->region_id + i) % SHM_MAPS];
+			if (!mp)
+				return 1; /* all pending: use cma */
+			map_drop(mp);
+		}
+		struct shm_msg m = {.type = SHM_MAP, .a = s->region_id};
+		if (rma__shm_send(p->w.fd, &m, -1))
+			return 1;
+		mp->id = s->region_id;
+		mp->pending = true;
+		return -EAGAIN;
+	}
+	if (mp->pending)
+		return -EAGAIN;
+	if (mp->err || raddr < s->region_addr ||
+	    raddr - s->region_addr > mp->len ||
+	    len > mp->len - (raddr - s->region_addr))
+		return 1; /* not mappable: copy by cma, which checks */
+	*dst = mp->addr + (raddr - s->region_addr);
+	return 0;
+}
+
+int rma__shm_post(struct rma__peer *bp, const struct rma__xfer *x)
+{
+	struct shm_peer *p = container_of(bp, struct shm_peer, base);
+	const struct rma__rkey *rk = x->rk;
+	struct shm_blob b;
+	const struct shm_slot *s;
+	char *dst = NULL;
+	uint64_t off;
+	unsigned need = x->kind == RMA_OP_PUT ? RMA_ACCESS_REMOTE_WRITE
+					      : RMA_ACCESS_REMOTE_READ;
+	int rc;
+
+	if (p->ndone == SHM_CREDITS)
+		return -EAGAIN;
+	if (!rk->raw || rma__shm_blob_decode(rk->raw, rk->raw_len, &b) ||
+	    b.slot >= SHM_SLOTS)
+		return -EKEYREJECTED; /* an engine address names no window */
+	s = shm_slot_at(p->tab, b.slot);
+	/* Announce, then check: the owner clears the key, then reads rows. */
+	atomic_store(&p->row->cur, (uint64_t)b.slot + 1);
+	if (atomic_load(&s->key) != rk->key) {
+		rc = -EKEYREJECTED;
+		goto out;
+	}
+	if ((s->access & need) != need) {
+		rc = -EACCES;
+		goto out;
+	}
+	off = x->raddr - s->addr; /* wraps for addresses below the window */
+	if (off > s->len || x->len > s->len - off) {
+		rc = -ERANGE;
+		goto out;
+	}
+	if (s->region_id) {
+		rc = via_map(p, s, &dst, x->raddr, x->len);
+		if (rc < 0) /* -EAGAIN: asked for the mapping, kicked on answer */
+			goto out;
+	}
+	if (dst) {
+		if (x->kind == RMA_OP_PUT)
+			memcpy(dst, x->laddr, x->len);
+		else
+			memcpy(x->laddr, dst, x->len);
+		rc = 0;
+	} else {
+		/* The owner may be gone and its pid reused: check before each
+		 * copy (a memfd copy needs no such check). */
+		rc = rma__shm_pid_dead(p->pidfd) ? -ECONNRESET
+			: cma(p, x->kind, x->laddr, x->raddr, x->len);
+	}
+out:
+	atomic_store_explicit(&p->row->cur, 0, memory_order_release);
+	if (rc && rc != -ECONNRESET) /* refused: the op fails, or waits */
+		return rc;
+	p->done[p->ndone++] = (struct shm_done){x->op_id, x->len, rc};
+	return 0;
+}

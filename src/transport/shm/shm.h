@@ -1,0 +1,203 @@
+/*
+ * shm.h - the shm transport's own objects, shared by its files:
+ *   shm.c     the ops table: identity, advertisement, grants, revoke
+ *   owner.c   the owner's side: listener, control connections, drain
+ *   peer.c    the initiator's side: connect, post (the copies), mappings
+ *   host.c    same-host identity and the probe
+ *   wire.c    the advertisement blob and the control messages
+ *
+ * Same-host put/get by the initiator alone: cross-memory attach
+ * (process_vm_readv/writev) into any registered memory, or plain memcpy into
+ * rma_region_alloc memory (a memfd the peer maps once).  The owner keeps
+ * control through a shared grant table (design.md, "The shm transport").
+ */
+#ifndef RMA_SHM_H
+#define RMA_SHM_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "transport/transport.h"
+#include "util/util.h"
+
+#define SHM_PAGE 4096u
+#define SHM_SLOTS 4096u            /* grants one engine shares at once */
+#define SHM_ROWS 256u              /* initiator engines attached at once */
+#define SHM_SLOT_OFF SHM_PAGE
+#define SHM_ROW_OFF (SHM_SLOT_OFF + SHM_SLOTS * sizeof(struct shm_slot))
+#define SHM_TABLE_SIZE (SHM_ROW_OFF + SHM_ROWS * SHM_PAGE)
+#define SHM_TABLE_MAGIC 0x31545344414d52ull /* "RMADST1" */
+#define SHM_MAX_MSG (512u << 10)   /* one copy: ~30 us, so progress stays live */
+#define SHM_CREDITS 32u            /* chunks copied per pump before reporting */
+#define SHM_DRAIN_MS 1000u         /* default bound on release's drain */
+#define SHM_MAX_CONNS 1024u
+#define SHM_MAPS 64u               /* memfd regions a peer keeps mapped */
+
+/* One grant in the table.  key is 0 when the slot is free or revoked; the
+ * owner writes the other fields before publishing key. */
+struct shm_slot {
+	_Atomic uint64_t key;
+	uint64_t addr;   /* the window's address in the owner */
+	uint64_t len;
+	uint64_t region_addr; /* memfd regions: offset 0 of the file */
+	uint32_t access;
+	uint32_t region_id;   /* memfd regions: names the file; else 0 */
+};
+
+/* One initiator engine's row, a page of its own (it maps only that page
+ * writable): the slot it is copying through, plus one, or 0. */
+struct shm_row {
+	_Atomic uint64_t cur;
+};
+
+/* What the advertisement blob holds (SHM_BLOB_LEN bytes, little-endian). */
+struct shm_ident {
+	uint8_t boot[16];   /* /proc/sys/kernel/random/boot_id */
+	uint64_t ns_dev, ns_ino; /* pid namespace */
+	uint32_t pid;
+	uint64_t start;     /* the owner's start time, against pid reuse */
+};
+#define SHM_BLOB_LEN 80
+#define SHM_BLOB_VERSION 1
+#define SHM_BLOB_MEMFD 1u   /* flags: the window is in a memfd region */
+#define SHM_NO_SLOT UINT32_MAX
+
+struct shm_blob {
+	uint8_t flags;
+	uint32_t slot;
+	uint32_t region_id; /* memfd regions: names the file to map */
+	struct shm_ident id;
+	uint64_t base;      /* the window's address in the owner */
+	uint64_t region_addr, region_len;
+};
+void rma__shm_blob_encode(const struct shm_blob *b, uint8_t *out);
+int rma__shm_blob_decode(const void *buf, size_t len, struct shm_blob *b);
+
+/* Control messages (SOCK_SEQPACKET, one per packet, little-endian). */
+enum {
+	SHM_HELLO = 1,   /* I->O: a = initiator engine id, b = owner engine id */
+	SHM_WELCOME,     /* O->I: status, a = owner engine id, b = row; + table fd */
+	SHM_MAP,         /* I->O: a = region id */
+	SHM_MAPPED,      /* O->I: status, a = region id, b = length; + memfd */
+	SHM_UNMAP,       /* O->I: a = region id: released, drop the mapping */
+};
+#define SHM_MSG_LEN 32
+struct shm_msg {
+	uint32_t type;
+	int32_t status;
+	uint64_t a, b, c;
+};
+int rma__shm_send(int fd, const struct shm_msg *m, int pass_fd);
+/* 1 and *m (and *fd_out, or -1) on a message, 0 if none ready, -errno. */
+int rma__shm_recv(int fd, struct shm_msg *m, int *fd_out);
+/* The owner's abstract socket name for engine id on pid. */
+socklen_t rma__shm_sockname(uint32_t pid, uint64_t engine_id, void *sun);
+
+/* A memfd region the owner shares. */
+struct shm_reg {
+	struct rma_region *r;
+	uint32_t id;
+	struct shm_reg *next;
+};
+
+struct shm_tr;
+
+/* The owner's end of one initiator engine's control connection. */
+struct shm_srv {
+	struct rma__watch w;
+	struct shm_tr *st;
+	pid_t pid;
+	int row;         /* -1 until HELLO */
+	struct shm_srv *next;
+};
+
+/* A row in use: by a connection (s), or quarantined (s NULL) after its
+ * connection was closed while it was still copying, until its process is
+ * gone (else its late "done" would clear a new user's row). */
+struct shm_rowst {
+	bool used;
+	struct shm_srv *s;
+	int pidfd;       /* the initiator process: dead means its copies ended */
+	pid_t pid;
+};
+
+struct shm_map {
+	uint32_t id;     /* region id, 0: empty */
+	bool pending;    /* MAP sent, no answer yet */
+	char *addr;
+	uint64_t len;
+	int err;         /* the owner refused */
+};
+
+struct shm_done {
+	uint64_t op_id, len;
+	int res;
+};
+
+struct shm_peer {
+	struct rma__peer base;
+	struct rma__watch w;
+	struct shm_tr *st;
+	pid_t pid;
+	int pidfd;
+	uint64_t expect_id;
+	bool welcomed;
+	const char *tab;          /* header and slots, read-only */
+	struct shm_row *row;      /* our row, writable */
+	unsigned ndone;
+	struct shm_done done[SHM_CREDITS];
+	struct shm_map maps[SHM_MAPS];
+	struct shm_peer *next;
+};
+
+struct shm_tr {
+	struct rma__transport base;
+	struct rma_engine *e;
+	uint64_t engine_id;
+	struct shm_ident id;
+	uint64_t max_msg;
+	unsigned drain_ms;
+	int tfd;                  /* the grant table (memfd) */
+	char *tab;
+	uint32_t nfree, *free_slots;
+	struct rma__watch lw;     /* listener */
+	struct shm_srv *served;
+	unsigned nserved;
+	struct shm_rowst rows[SHM_ROWS];
+	struct shm_reg *regs;
+	uint32_t next_region_id;
+	struct shm_peer *peers;
+};
+
+static inline struct shm_slot *shm_slot_at(const char *tab, uint32_t i)
+{
+	return (struct shm_slot *)(tab + SHM_SLOT_OFF) + i;
+}
+static inline struct shm_row *shm_row_at(char *tab, unsigned i)
+{
+	return (struct shm_row *)(tab + SHM_ROW_OFF + (size_t)i * SHM_PAGE);
+}
+
+/* host.c */
+int rma__shm_ident(struct shm_ident *id);
+int rma__shm_start_time(pid_t pid, uint64_t *out);
+int rma__shm_probe(const char **why);
+int rma__shm_pidfd(int sock, pid_t pid);
+bool rma__shm_pid_dead(int pidfd);
+
+/* owner.c */
+int rma__shm_owner_init(struct shm_tr *st);
+void rma__shm_owner_fini(struct shm_tr *st);
+void rma__shm_drain(struct shm_tr *st, uint32_t slot);
+void rma__shm_unmap_notify(struct shm_tr *st, uint32_t region_id);
+
+/* peer.c */
+int rma__shm_connect(struct rma__transport *t, const void *blob, size_t len,
+		     uint64_t engine_id, struct rma__peer **out);
+void rma__shm_disconnect(struct rma__peer *p, int err);
+int rma__shm_post(struct rma__peer *p, const struct rma__xfer *x);
+void rma__shm_flush(struct rma__peer *p);
+
+#endif
