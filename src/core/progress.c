@@ -160,7 +160,10 @@ static int sleep_ms(struct rma_engine *e)
 		ms = RMA_MIN(ms, RMA_MAX(0, (next - now) / 1000000 + 1));
 	if (e->poll_ns)
 		ms = RMA_MIN(ms, (e->poll_ns + 999999) / 1000000);
-	if (e->stalled || e->pump)
+	if (e->pump) /* completions freed credits (a transport that copies
+		      * inside post): post more now */
+		ms = 0;
+	else if (e->stalled)
 		ms = RMA_MIN(ms, 1);
 	for (unsigned i = 0; i < e->ntr && ms; i++)
 		if (e->tr[i]->ops->arm(e->tr[i]) == -EAGAIN)

@@ -39,6 +39,9 @@ static struct treg *find(struct treg *regs, const char *name)
  *   release NAME                -> ok RC
  *   release_watch NAME MS       -> ok RC same|changed   (release, crc,
  *                                  wait MS, crc again)
+ *   release_fill NAME SEED MS   -> ok RC FIRST-BAD-INDEX MS-TAKEN  (release,
+ *                                  overwrite with SEED's pattern at once,
+ *                                  wait MS, check it: -1 = untouched)
  *   exit                        -> ok, then the engine is destroyed
  */
 /* Release unmaps rma_region_alloc memory: keep a second view of the same
@@ -138,6 +141,23 @@ static int target_main(void *arg, int in, int out)
 					       test_check_fill(t->buf, t->len, a));
 			else
 				test_send_line(out, "err name");
+		} else if (sscanf(line, "release_fill %31s %" SCNu64 " %d", name,
+				  &a, &ms) == 3) {
+			struct treg *t = find(regs, name);
+			if (!t || !t->r) {
+				test_send_line(out, "err name");
+				continue;
+			}
+			keep_view(o, t);
+			int64_t t0 = test_now_ms();
+			rc = rma_region_release(t->r);
+			int64_t took = test_now_ms() - t0;
+			t->r = NULL;
+			test_fill(t->buf, t->len, a);
+			test_sleep_ms(ms);
+			test_send_line(out, "ok %d %td %lld", rc,
+				       test_check_fill(t->buf, t->len, a),
+				       (long long)took);
 		} else if (sscanf(line, "release_watch %31s %d", name, &ms) == 2) {
 			struct treg *t = find(regs, name);
 			if (!t || !t->r) {

@@ -45,8 +45,8 @@ static void srv_close(struct shm_srv *s)
 			row_free(st, (unsigned)s->row);
 		s->row = -1;
 	}
-	close(s->w.fd);
 	rma__watch_retire(st->e, &s->w);
+	close(s->w.fd);
 }
 
 static int row_get(struct shm_tr *st, struct shm_srv *s)
@@ -143,6 +143,7 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 		}
 		s->st = st;
 		s->row = -1;
+		s->hs_deadline = rma__now_ns() + SHM_HELLO_NS;
 		s->pid = cr.pid;
 		s->w.fd = fd;
 		s->w.cb = srv_cb;
@@ -253,6 +254,16 @@ void rma__shm_unmap_notify(struct shm_tr *st, uint32_t region_id)
 		next = s->next;
 		int rc = s->row >= 0 ? rma__shm_send(s->w.fd, &m, -1) : 0;
 		if (rc && rc != -EAGAIN)
+			srv_close(s);
+	}
+}
+
+/* Connections that never said HELLO. */
+void rma__shm_owner_expire(struct shm_tr *st, int64_t now)
+{
+	for (struct shm_srv *s = st->served, *next; s; s = next) {
+		next = s->next;
+		if (s->row < 0 && now > s->hs_deadline)
 			srv_close(s);
 	}
 }

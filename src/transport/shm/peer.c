@@ -21,9 +21,8 @@
 
 #include "transport/shm/shm.h"
 
-static void peer_release(struct rma__watch *w)
+static void peer_free(struct shm_peer *p)
 {
-	struct shm_peer *p = container_of(w, struct shm_peer, w);
 	if (p->tab)
 		munmap((void *)p->tab, SHM_ROW_OFF);
 	if (p->row)
@@ -34,6 +33,33 @@ static void peer_release(struct rma__watch *w)
 	if (p->pidfd >= 0)
 		close(p->pidfd);
 	free(p);
+}
+
+/* The watch is buried: free the peer if the core is done with it too. */
+static void peer_release(struct rma__watch *w)
+{
+	struct shm_peer *p = container_of(w, struct shm_peer, w);
+	p->released = true;
+	if (p->gone)
+		peer_free(p);
+}
+
+/* Stop watching a broken control connection; the peer lives on, failed,
+ * until the core disconnects it. */
+static void peer_close(struct shm_peer *p)
+{
+	if (p->w.fd < 0)
+		return;
+	rma__watch_retire(p->st->e, &p->w);
+	close(p->w.fd);
+	p->w.fd = -1;
+}
+
+static void peer_fail(struct shm_peer *p, int err)
+{
+	peer_close(p);
+	if (p->base.state != RMA__PEER_FAILED)
+		rma__peer_failed(&p->base, err);
 }
 
 static void unlink_peer(struct shm_peer *p)
@@ -148,8 +174,8 @@ static void peer_cb(struct rma__watch *w, uint32_t ev)
 	}
 	if (rc == 0 && (ev & (EPOLLHUP | EPOLLERR)))
 		rc = -ECONNRESET;
-	if (rc < 0 && p->base.state != RMA__PEER_FAILED)
-		rma__peer_failed(&p->base, rc); /* the core disconnects it */
+	if (rc < 0)
+		peer_fail(p, rc);
 }
 
 int rma__shm_connect(struct rma__transport *t, const void *blob, size_t len,
@@ -173,6 +199,7 @@ int rma__shm_connect(struct rma__transport *t, const void *blob, size_t len,
 	p->pidfd = -1;
 	p->expect_id = engine_id;
 	p->pid = (pid_t)b.id.pid;
+	p->hs_deadline = rma__now_ns() + SHM_HELLO_NS;
 	p->w.fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (p->w.fd < 0) {
 		rc = -errno;
@@ -219,8 +246,7 @@ int rma__shm_connect(struct rma__transport *t, const void *blob, size_t len,
 fail:
 	if (p->w.fd >= 0)
 		close(p->w.fd);
-	p->w.fd = -1;
-	peer_release(&p->w);
+	peer_free(p);
 	return rc;
 }
 
@@ -244,8 +270,11 @@ void rma__shm_disconnect(struct rma__peer *bp, int err)
 	rma__shm_flush(bp);
 	unlink_peer(p);
 	p->base.state = RMA__PEER_FAILED;
-	close(p->w.fd);
-	rma__watch_retire(p->st->e, &p->w);
+	p->gone = true;
+	if (p->w.fd >= 0)
+		peer_close(p); /* peer_release frees it */
+	else if (p->released)
+		peer_free(p);
 }
 
 /* Cross-memory attach, looping on short counts (they stop at a remote
@@ -286,7 +315,7 @@ static int via_map(struct shm_peer *p, const struct shm_slot *s, char **dst,
 			map_drop(mp);
 		}
 		struct shm_msg m = {.type = SHM_MAP, .a = s->region_id};
-		if (rma__shm_send(p->w.fd, &m, -1))
+		if (p->w.fd < 0 || rma__shm_send(p->w.fd, &m, -1))
 			return 1;
 		mp->id = s->region_id;
 		mp->pending = true;
@@ -358,4 +387,14 @@ out:
 		return rc;
 	p->done[p->ndone++] = (struct shm_done){x->op_id, x->len, rc};
 	return 0;
+}
+
+/* An owner that never answers (stopped, stuck) fails the connect, so ops
+ * fall back to the next route within their deadlines. */
+void rma__shm_peers_expire(struct shm_tr *st, int64_t now)
+{
+	for (struct shm_peer *p = st->peers; p; p = p->next)
+		if (!p->welcomed && now > p->hs_deadline &&
+		    p->base.state == RMA__PEER_CONNECTING)
+			peer_fail(p, -ETIMEDOUT);
 }

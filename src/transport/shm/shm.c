@@ -204,6 +204,18 @@ static int shm_reachable(struct rma__transport *t, const void *blob, size_t len)
 	return 0;
 }
 
+static void shm_progress(struct rma__transport *t)
+{
+	struct shm_tr *st = container_of(t, struct shm_tr, base);
+	int64_t now = rma__now_ns();
+
+	if (now < st->next_check)
+		return;
+	st->next_check = now + 100 * 1000000LL;
+	rma__shm_owner_expire(st, now);
+	rma__shm_peers_expire(st, now);
+}
+
 const struct rma__transport_ops rma__shm_ops = {
 	.name = "shm",
 	.level = RMA_LEVEL_MEMORY,
@@ -223,4 +235,5 @@ const struct rma__transport_ops rma__shm_ops = {
 	.disconnect = rma__shm_disconnect,
 	.post = rma__shm_post,
 	.flush = rma__shm_flush,
+	.progress = shm_progress,
 };

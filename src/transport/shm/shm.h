@@ -34,6 +34,7 @@
 #define SHM_DRAIN_MS 1000u         /* default bound on release's drain */
 #define SHM_MAX_CONNS 1024u
 #define SHM_MAPS 64u               /* memfd regions a peer keeps mapped */
+#define SHM_HELLO_NS (10LL * 1000000000) /* a handshake not done by then fails */
 
 /* One grant in the table.  key is 0 when the slot is free or revoked; the
  * owner writes the other fields before publishing key. */
@@ -110,6 +111,7 @@ struct shm_srv {
 	struct shm_tr *st;
 	pid_t pid;
 	int row;         /* -1 until HELLO */
+	int64_t hs_deadline;
 	struct shm_srv *next;
 };
 
@@ -143,7 +145,10 @@ struct shm_peer {
 	pid_t pid;
 	int pidfd;
 	uint64_t expect_id;
+	int64_t hs_deadline;
 	bool welcomed;
+	bool gone;                /* disconnected: the core forgot it */
+	bool released;            /* its watch is buried */
 	const char *tab;          /* header and slots, read-only */
 	struct shm_row *row;      /* our row, writable */
 	unsigned ndone;
@@ -169,6 +174,7 @@ struct shm_tr {
 	struct shm_reg *regs;
 	uint32_t next_region_id;
 	struct shm_peer *peers;
+	int64_t next_check;
 };
 
 static inline struct shm_slot *shm_slot_at(const char *tab, uint32_t i)
@@ -192,6 +198,7 @@ int rma__shm_owner_init(struct shm_tr *st);
 void rma__shm_owner_fini(struct shm_tr *st);
 void rma__shm_drain(struct shm_tr *st, uint32_t slot);
 void rma__shm_unmap_notify(struct shm_tr *st, uint32_t region_id);
+void rma__shm_owner_expire(struct shm_tr *st, int64_t now);
 
 /* peer.c */
 int rma__shm_connect(struct rma__transport *t, const void *blob, size_t len,
@@ -199,5 +206,6 @@ int rma__shm_connect(struct rma__transport *t, const void *blob, size_t len,
 void rma__shm_disconnect(struct rma__peer *p, int err);
 int rma__shm_post(struct rma__peer *p, const struct rma__xfer *x);
 void rma__shm_flush(struct rma__peer *p);
+void rma__shm_peers_expire(struct shm_tr *st, int64_t now);
 
 #endif
