@@ -178,16 +178,51 @@ static void peer_cb(struct rma__watch *w, uint32_t ev)
 		peer_fail(p, rc);
 }
 
+/* Connect to the owner's socket and check who answers; 0 or -errno. */
+static int dial(struct shm_peer *p, const struct shm_blob *b, uint64_t engine_id)
+{
+	struct sockaddr_un sun;
+	struct ucred cr;
+	socklen_t sl;
+	uint64_t start;
+	int rc;
+
+	p->w.fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (p->w.fd < 0)
+		return -errno;
+	sl = rma__shm_sockname(b->id.pid, engine_id, &sun);
+	if (connect(p->w.fd, (struct sockaddr *)&sun, sl))
+		return -errno; /* ECONNREFUSED: gone, or another network namespace */
+	/* The listener is the process the advertisement names, of our user,
+	 * and not a newer process that reused its pid. */
+	sl = sizeof cr;
+	if (getsockopt(p->w.fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) ||
+	    cr.pid != p->pid || (cr.uid != geteuid() && geteuid() != 0))
+		return -EPERM;
+	p->pidfd = rma__shm_pidfd(p->w.fd, p->pid);
+	if (p->pidfd < 0)
+		return p->pidfd;
+	rc = rma__shm_start_time(p->pid, &start);
+	if (rc || start != b->id.start)
+		return -ESTALE;
+	struct shm_msg m = {.type = SHM_HELLO, .a = p->st->engine_id, .b = engine_id};
+	rc = rma__shm_send(p->w.fd, &m, -1);
+	if (rc)
+		return rc;
+	p->w.cb = peer_cb;
+	p->w.release = peer_release;
+	rc = rma__watch_add(p->st->e, &p->w, EPOLLIN);
+	if (rc == 0)
+		p->watched = true;
+	return rc;
+}
+
 int rma__shm_connect(struct rma__transport *t, const void *blob, size_t len,
 		     uint64_t engine_id, struct rma__peer **out)
 {
 	struct shm_tr *st = container_of(t, struct shm_tr, base);
 	struct shm_blob b;
-	struct sockaddr_un sun;
-	struct ucred cr;
-	socklen_t sl = sizeof cr;
 	struct shm_peer *p;
-	uint64_t start;
 	int rc;
 
 	if (rma__shm_blob_decode(blob, len, &b))
@@ -200,54 +235,19 @@ int rma__shm_connect(struct rma__transport *t, const void *blob, size_t len,
 	p->expect_id = engine_id;
 	p->pid = (pid_t)b.id.pid;
 	p->hs_deadline = rma__now_ns() + SHM_HELLO_NS;
-	p->w.fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (p->w.fd < 0) {
-		rc = -errno;
-		goto fail;
+	rc = dial(p, &b, engine_id);
+	if (rc) {
+		/* Failed at once: a peer kept failed, so routing passes over
+		 * shm for this engine a while and says so once. */
+		if (p->w.fd >= 0 && !p->watched)
+			close(p->w.fd);
+		p->w.fd = -1;
+		rma__peer_failed(&p->base, rc);
 	}
-	sl = rma__shm_sockname(b.id.pid, engine_id, &sun);
-	if (connect(p->w.fd, (struct sockaddr *)&sun, sl)) {
-		/* ECONNREFUSED: no such engine here (gone, or another network
-		 * namespace): the core falls back. */
-		rc = -errno;
-		goto fail;
-	}
-	/* The listener is the process the advertisement names, of our user,
-	 * and not a newer process that reused its pid. */
-	sl = sizeof cr;
-	if (getsockopt(p->w.fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) ||
-	    cr.pid != p->pid || (cr.uid != geteuid() && geteuid() != 0)) {
-		rc = -EPERM;
-		goto fail;
-	}
-	p->pidfd = rma__shm_pidfd(p->w.fd, p->pid);
-	if (p->pidfd < 0) {
-		rc = p->pidfd;
-		goto fail;
-	}
-	rc = rma__shm_start_time(p->pid, &start);
-	if (rc || start != b.id.start) {
-		rc = -ESTALE;
-		goto fail;
-	}
-	struct shm_msg m = {.type = SHM_HELLO, .a = st->engine_id, .b = engine_id};
-	rc = rma__shm_send(p->w.fd, &m, -1);
-	if (rc)
-		goto fail;
-	p->w.cb = peer_cb;
-	p->w.release = peer_release;
-	rc = rma__watch_add(st->e, &p->w, EPOLLIN);
-	if (rc)
-		goto fail;
 	p->next = st->peers;
 	st->peers = p;
 	*out = &p->base;
 	return 0;
-fail:
-	if (p->w.fd >= 0)
-		close(p->w.fd);
-	peer_free(p);
-	return rc;
 }
 
 /* Report what was copied: the core counts a chunk only after post returns. */
@@ -273,7 +273,7 @@ void rma__shm_disconnect(struct rma__peer *bp, int err)
 	p->gone = true;
 	if (p->w.fd >= 0)
 		peer_close(p); /* peer_release frees it */
-	else if (p->released)
+	else if (!p->watched || p->released)
 		peer_free(p);
 }
 

@@ -147,6 +147,7 @@ struct shm_peer {
 	uint64_t expect_id;
 	int64_t hs_deadline;
 	bool welcomed;
+	bool watched;             /* its socket was in the engine's epoll */
 	bool gone;                /* disconnected: the core forgot it */
 	bool released;            /* its watch is buried */
 	const char *tab;          /* header and slots, read-only */
