@@ -109,13 +109,10 @@ class Dispatcher:
                 return
 
     def close(self) -> None:
-        """Before the engine is destroyed (after its shutdown cancelled
-        everything): deliver what is left and stop watching the fd."""
+        """Before the engine is destroyed, after its shutdown cancelled
+        every op: deliver those completions and stop watching the fd."""
         self.drain()
         try:
             self.loop.remove_reader(self.fd)
         except Exception:
             pass  # the loop may be closed already
-        for group, i in list(self.pending.values()):
-            group.done_one(i, -_errno.ECANCELED)
-        self.pending.clear()

@@ -1,5 +1,6 @@
 """Errors arrive as exceptions carrying the errno and rma's message."""
 import errno
+import time
 import unittest
 
 import support
@@ -76,7 +77,7 @@ class Errors(unittest.TestCase):
 
     def test_unusable_objects(self):
         with rma.Engine(transports="tcp") as e:
-            with self.assertRaises(TypeError):
+            with self.assertRaisesRegex(TypeError, r"register\(\) needs a writable"):
                 e.register(b"read-only bytes")
             with self.assertRaises(TypeError):
                 e.register(memoryview(bytearray(100))[::2])  # not contiguous
@@ -90,12 +91,17 @@ class Errors(unittest.TestCase):
         """An owner that never drives progress never answers: the op ends by
         its deadline with RmaTimeoutError (a TimeoutError too)."""
         with rma.Engine(transports="tcp", manual_progress=True) as owner, \
-                rma.Engine(transports="tcp") as peer:
+                rma.Engine(transports="tcp", timeout=20) as peer:
             remote = peer.remote(owner.register(bytearray(100)).advertise())
             with self.assertRaises(TimeoutError) as cm:
                 remote.read_into(bytearray(100), timeout=0.3)
             self.assertIsInstance(cm.exception, rma.RmaError)
             self.assertEqual(cm.exception.errno, errno.ETIMEDOUT)
+            # a tiny timeout stays tiny (0 ms would mean the engine's 20 s)
+            t0 = time.monotonic()
+            with self.assertRaises(TimeoutError):
+                remote.read_into(bytearray(100), timeout=0.0004)
+            self.assertLess(time.monotonic() - t0, 5)
 
 if __name__ == "__main__":
     unittest.main()

@@ -36,12 +36,13 @@ class KeepAlive(unittest.TestCase):
         owner = rma.Engine(transports="tcp")
         obj = Bytes(100)
         ref = weakref.ref(obj)
-        owner.register(obj)
+        buf = owner.register(obj)  # the caller keeps the Buffer, not obj
         del obj
         gc.collect()
         self.assertIsNotNone(ref())
         owner.close()
         gc.collect()
+        self.assertFalse(buf.registered)
         self.assertIsNone(ref(), "still held after the engine closed")
 
     def test_temporary_registration_ends(self):
