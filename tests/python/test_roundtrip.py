@@ -89,6 +89,25 @@ class RoundTrip(unittest.TestCase):
         remote.read_into(out, timeout=TIMEOUT)
         self.assertEqual(out, target)
 
+    def test_module(self):
+        self.assertRegex(rma.version(), r"^\d+\.\d+\.\d+$")
+        tcp = [t for t in rma.transports() if t.name == "tcp"]
+        self.assertEqual(len(tcp), 1)
+        self.assertTrue(tcp[0].available)
+        self.assertIn("listen", tcp[0].options)
+        with self.assertRaises(ValueError):
+            rma.set_log_level("loud")
+        rma.set_log_level("warn")
+        self.assertTrue(rma.library_path)
+
+    def test_route(self):
+        target = self.owner.register(bytearray(64))
+        remote = self.peer.remote(target.advertise())
+        remote.connect(timeout=TIMEOUT)
+        route = remote.route
+        self.assertTrue(route.transport.startswith("tcp"), route)
+        remote.disconnect(timeout=TIMEOUT)
+
     def test_crc32c(self):
         # the standard check value of crc32c over "123456789"
         self.assertEqual(rma.crc32c(b"123456789"), 0xE3069283)
