@@ -153,8 +153,16 @@ class Batch:
             return []
         disp = self.engine._dispatcher()
         arr, locals_, early = self._prepare()
-        results = await disp.post(arr, n, timeout_ms(timeout), skip=set(early),
-                                  cleanup=lambda: [loc.close() for loc in locals_])
+
+        def cleanup() -> None:
+            for loc in locals_:
+                loc.close()
+        try:
+            fut = disp.post(arr, n, timeout_ms(timeout), skip=set(early), cleanup=cleanup)
+        except BaseException:
+            cleanup()  # nothing was posted
+            raise
+        results = await fut
         for i, err in early.items():
             results[i] = err
         return self._finish(results)

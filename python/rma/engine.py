@@ -324,6 +324,8 @@ class Engine:
             transports = ",".join(transports)
         if isinstance(secret, str):
             secret = secret.encode()
+        if secret is not None and b"\0" in secret:
+            raise ValueError("the secret must not contain NUL bytes")
         cfg = _lib.RmaConfig()  # zeroed: every field its default
         cfg.size = ctypes.sizeof(_lib.RmaConfig)
         cfg.transports = transports.encode() if transports else None
