@@ -23,13 +23,13 @@ CTEST_TIMEOUT ?= 300
 CMAKE_ARGS   ?=
 FUZZ_CC      ?= clang
 PYTHON       ?= python3
-# Where the Python package goes, after Debian's convention: distribution
-# packages (PREFIX=/usr) in /usr/lib/python3/dist-packages; any other prefix
-# in PREFIX/lib/python3.X/dist-packages, which Debian's python3 searches
-# for /usr/local.  Elsewhere set PYTHONDIR (e.g. to a site-packages) or use
-# PYTHONPATH.
+# Where the Python package goes, after Debian's convention: PREFIX=/usr
+# (distribution packages) in /usr/lib/python3/dist-packages; /usr/local in
+# /usr/local/lib/python3.X/dist-packages, which Debian's python3 searches;
+# any other prefix in PREFIX/lib/python3.X/site-packages (for $HOME/.local,
+# the user site python3 searches).  Else set PYTHONDIR, or use PYTHONPATH.
 PYVER         = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)
-PYTHONDIR    ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(PYVER)/dist-packages)
+PYTHONDIR    ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(PYVER)/$(if $(filter /usr/local,$(PREFIX)),dist,site)-packages)
 
 MAKEFLAGS += --no-print-directory
 
