@@ -23,7 +23,7 @@ def run(*args):
 class Examples(unittest.TestCase):
     def serve(self, *args):
         p = start(*args)
-        self.addCleanup(lambda: (p.terminate(), p.wait(30)))
+        self.addCleanup(lambda: (p.terminate(), p.wait(30), p.stdout.close()))
         return p
 
     def test_weight_sync(self):

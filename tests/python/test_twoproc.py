@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import unittest
 
 import support
@@ -30,12 +31,32 @@ class Child:
         self.p.stdin.close()
         out = self.line(prefix)
         self.p.wait(timeout=30)
+        self.p.stdout.close()
         return out
 
     def kill(self):
         if self.p.poll() is None:
             self.p.kill()
             self.p.wait()
+        for f in (self.p.stdin, self.p.stdout):
+            if f and not f.closed:
+                f.close()
+
+    def stop(self):
+        """SIGSTOP, and wait until every thread has stopped: the signal is
+        only queued when kill() returns."""
+        os.kill(self.p.pid, signal.SIGSTOP)
+        tasks = f"/proc/{self.p.pid}/task"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            states = []
+            for t in os.listdir(tasks):
+                with open(f"{tasks}/{t}/stat") as f:
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+            if all(st in ("T", "t") for st in states):
+                return
+            time.sleep(0.01)
+        raise AssertionError("the child did not stop")
 
 
 class TwoProcesses(unittest.TestCase):
@@ -66,7 +87,7 @@ class TwoProcesses(unittest.TestCase):
 
     def test_stopped_owner_times_out(self):
         self.remote.connect(timeout=TIMEOUT)
-        os.kill(self.child.p.pid, signal.SIGSTOP)
+        self.child.stop()
         try:
             with self.assertRaises(rma.RmaTimeoutError):
                 self.remote.read_into(bytearray(SIZE), timeout=0.5)
