@@ -37,8 +37,10 @@ static int start_one(struct rma_engine *e, const struct rma__topts *o,
 		return -E2BIG;
 	}
 	rc = ops->probe(&why);
-	if (rc == 0)
+	if (rc == 0) {
 		rc = ops->init(e, o, &t);
+		why = "cannot start";
+	}
 	if (rc) {
 		/* Asked for by name: that is an error; else skip it. */
 		if (named) {
@@ -46,7 +48,8 @@ static int start_one(struct rma_engine *e, const struct rma__topts *o,
 				 rma_strerror(rc));
 			return rc;
 		}
-		rma__info("transport %s skipped: %s", ops->name, why);
+		rma__info("transport %s skipped: %s (%s)", ops->name, why,
+			  rma_strerror(rc));
 		return rc;
 	}
 	t->ops = ops;
@@ -114,6 +117,8 @@ static void engine_free(struct rma_engine *e)
 			w->release(w);
 	}
 	rma__keytab_fini(&e->grants);
+	if (e->rc.r)
+		rma__remote_unref(e->rc.r);
 	if (e->epfd >= 0)
 		close(e->epfd);
 	if (e->wake_fd >= 0)

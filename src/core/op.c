@@ -23,6 +23,7 @@
 #include "core/core.h"
 
 static void op_expire(struct rma__timer *tm);
+static void stall_retry(struct rma__timer *tm);
 
 int rma__ops_init(struct rma_engine *e)
 {
@@ -36,6 +37,7 @@ int rma__ops_init(struct rma_engine *e)
 		e->ops[i].fnext = e->free_ops;
 		e->free_ops = &e->ops[i];
 	}
+	e->stall_timer.cb = stall_retry;
 	/* One heap slot per op, and some for the transports' timers. */
 	return rma__timers_init(e, e->nops + 64);
 }
@@ -161,7 +163,7 @@ char *rma__op_buf(struct rma_engine *e, uint64_t op_id, uint64_t raddr,
 
 	if (!op || op->state != RMA__OP_LIVE || op->kind != RMA_OP_GET)
 		return NULL;
-	start = op->ent->rk.base + op->roff;
+	start = op->raddr;
 	if (raddr < start || raddr - start > op->len ||
 	    len > op->len - (raddr - start))
 		return NULL;
@@ -180,13 +182,26 @@ void rma__op_attach(struct rma_engine *e, struct rma__op *op,
 {
 	op->peer = p;
 	op->ent = ent;
+	op->raddr = ent->rk.base + op->roff;
+	op->ldesc = op->local->tdata[p->t->index];
 	p->nops++;
 	rma__list_add_tail(&p->ops, &op->pnode);
 	rma__list_add_tail(&p->queue, &op->qnode);
 }
 
+/* A peer whose transport had no room is retried within a millisecond: the
+ * timer wakes a sleeping thread, or makes the manual completion fd
+ * readable, even if the transport has no event to report. */
+static void stall_retry(struct rma__timer *tm)
+{
+	struct rma_engine *e = container_of(tm, struct rma_engine, stall_timer);
+	e->pump = true;
+}
+
 static void set_stalled(struct rma_engine *e, struct rma__peer *p, bool on)
 {
+	if (on && !rma__timer_armed(&e->stall_timer))
+		rma__timer_arm(e, &e->stall_timer, rma__now_ns() + 1000000);
 	if (p->stalled == on)
 		return;
 	p->stalled = on;
@@ -208,7 +223,8 @@ void rma__peer_pump(struct rma_engine *e, struct rma__peer *p)
 		return;
 	if (p->credits && p->credits < limit)
 		limit = p->credits;
-	set_stalled(e, p, false);
+	if (p->stalled)
+		set_stalled(e, p, false);
 	while ((n = rma__list_first(&p->queue)) && p->inflight < limit) {
 		struct rma__op *op = container_of(n, struct rma__op, qnode);
 		uint64_t len = RMA_MIN(p->max_msg, op->len - op->posted);
@@ -225,10 +241,10 @@ void rma__peer_pump(struct rma_engine *e, struct rma__peer *p)
 			.kind = op->kind,
 			.flags = flags,
 			.rk = &op->ent->rk,
-			.raddr = op->ent->rk.base + op->roff + op->posted,
+			.raddr = op->raddr + op->posted,
 			.laddr = op->laddr + op->posted,
 			.local = op->local,
-			.ldesc = op->local->tdata[p->t->index],
+			.ldesc = op->ldesc,
 			.len = len,
 		};
 		int rc = ops->post(p, &x);
@@ -257,6 +273,8 @@ void rma__pump_all(struct rma_engine *e)
 	for (struct rma__peer *p = e->peers; p; p = p->next)
 		if (!rma__list_empty(&p->queue))
 			rma__peer_pump(e, p);
+		else if (p->stalled) /* its ops ended meanwhile */
+			set_stalled(e, p, false);
 }
 
 /* After a progress round: post what freed credits, ready peers or

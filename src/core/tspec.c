@@ -28,7 +28,7 @@ int rma__tspec_parse(const char *spec, size_t len, struct rma__topts *o)
 {
 	const char *colon = memchr(spec, ':', len);
 	size_t nlen = colon ? (size_t)(colon - spec) : len;
-	char src[sizeof o->buf], *seg, *save;
+	char src[sizeof o->buf], *seg, *next;
 	char *out = o->buf, *end = o->buf + sizeof o->buf;
 
 	memset(o, 0, sizeof *o);
@@ -46,7 +46,11 @@ int rma__tspec_parse(const char *spec, size_t len, struct rma__topts *o)
 	memcpy(src, colon + 1, len - nlen - 1);
 	src[len - nlen - 1] = '\0';
 	/* Values land in o->buf; they are never longer than src. */
-	for (seg = strtok_r(src, ":", &save); seg; seg = strtok_r(NULL, ":", &save)) {
+	/* Split by hand: "[::1]" has empty segments that must survive. */
+	for (seg = src; seg; seg = next) {
+		next = strchr(seg, ':');
+		if (next)
+			*next++ = '\0';
 		char *eq = strchr(seg, '=');
 		const struct rma__topt_desc *d = NULL;
 		size_t n;

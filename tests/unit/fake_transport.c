@@ -14,6 +14,7 @@ struct fake_peer {
 
 static const struct rma__topt_desc f_options[] = {
 	{"level", "tcp|nic|memory (default memory)"},
+	{"poll", "MS: no fd, poll every MS milliseconds"},
 	{NULL, NULL},
 };
 
@@ -27,10 +28,16 @@ static int f_init(struct rma_engine *e, const struct rma__topts *o,
 		  struct rma__transport **out)
 {
 	const char *lvl = rma__topt(o, "level");
+	unsigned long poll_ms = 0;
 	struct rma__transport *t = calloc(1, sizeof *t);
 	if (!t)
 		return -ENOMEM;
 	t->engine = e;
+	if (rma__topt_uint(o, "poll", 1, 1000, &poll_ms) < 0) {
+		free(t);
+		return -EINVAL;
+	}
+	t->poll_ns = (int64_t)poll_ms * 1000000;
 	if (lvl)
 		t->level = !strcmp(lvl, "tcp") ? RMA_LEVEL_TCP
 			   : !strcmp(lvl, "nic") ? RMA_LEVEL_NIC : RMA_LEVEL_MEMORY;
@@ -176,6 +183,7 @@ static int f_abort(struct rma__peer *p, uint64_t op_id, int err)
 
 static void f_progress(struct rma__transport *t)
 {
+	fake.progresses++;
 	if (fake.defer_ready && fake.peer &&
 	    fake.peer->state == RMA__PEER_CONNECTING)
 		rma__peer_ready(fake.peer);

@@ -52,7 +52,7 @@ struct fake_state {
 	int abort_pending;        /* abort answers RMA__ABORT_PENDING */
 	unsigned credits;         /* set as the peer's credits */
 	unsigned mem_regs, mem_deregs, grant_adds, grant_removes, arms;
-	unsigned aborts;
+	unsigned aborts, progresses;
 	int abort_err[64];        /* err of each abort, in order */
 	uint64_t abort_op[64];
 };

@@ -1,6 +1,6 @@
 /*
  * cmd_info.c - `rma info`: version and the transports compiled in, with
- * their levels and whether they are usable on this host.
+ * their levels, whether they are usable on this host, and their options.
  */
 #include "common.h"
 
@@ -25,7 +25,7 @@ static void usage(FILE *f)
 		   "Print the library version and two lines per transport compiled in:\n"
 		   "  version: X.Y.Z\n"
 		   "  transport: NAME level=tcp|nic|memory available=yes|no (detail)\n"
-		   "    options: what its spec (NAME:option=value...) accepts\n\n"
+		   "    options: NAME: meaning; ...  (set as --transport NAME:opt=value:...)\n\n"
 		   "options (taken by every command; info makes no engine, so it only\n"
 		   "checks that the secret file is readable):\n"
 		   COMMON_HELP);
@@ -73,8 +73,7 @@ int cmd_info(int argc, char **argv)
 		       level_name(info[i].level),
 		       info[i].available ? "yes" : "no",
 		       info[i].detail ? info[i].detail : "");
-		if (info[i].options)
-			printf("  options: %s\n", info[i].options);
+		printf("    options: %s\n", info[i].options ? info[i].options : "");
 	}
 	return EXIT_OK;
 }
