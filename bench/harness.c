@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #define MAX_SAMPLES 2000
 #define MIN_SAMPLES 3
 #define WARMUP_OPS 3
+#define YIELD_AFTER 256 /* empty rounds: longer than a loopback round trip */
 #define STUCK_NS 20000000000ull /* a phase this far past its time has hung */
 
 static const char *prog = "bench";
@@ -31,6 +33,14 @@ uint64_t hx_now_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void hx_spun(unsigned *empty, int found)
+{
+	if (found)
+		*empty = 0;
+	else if (++*empty % YIELD_AFTER == 0)
+		sched_yield();
 }
 
 void hx_log(const char *fmt, ...)
@@ -157,11 +167,14 @@ struct result {
 /* Wait for at least one completion; -ETIMEDOUT if none by deadline. */
 static int wait_some(const struct hx_system *sys, void *ctx, uint64_t deadline)
 {
+	unsigned empty = 0;
+
 	for (;;) {
 		int n = sys->progress(ctx);
 
 		if (n != 0)
 			return n;
+		hx_spun(&empty, 0);
 		if (hx_now_ns() > deadline)
 			return -ETIMEDOUT;
 	}
@@ -172,6 +185,8 @@ static int wait_some(const struct hx_system *sys, void *ctx, uint64_t deadline)
 static int post_retry(const struct hx_system *sys, void *ctx, uint64_t size,
 		      uint64_t *done, uint64_t deadline)
 {
+	unsigned empty = 0;
+
 	for (;;) {
 		int rc = sys->post(ctx, size);
 
@@ -181,6 +196,7 @@ static int post_retry(const struct hx_system *sys, void *ctx, uint64_t size,
 		if (rc < 0)
 			return rc;
 		*done += (uint64_t)rc;
+		hx_spun(&empty, rc);
 		if (hx_now_ns() > deadline)
 			return -ETIMEDOUT;
 	}
@@ -209,6 +225,7 @@ static int bandwidth_phase(const struct hx_system *sys, void *ctx,
 {
 	uint64_t t0 = hx_now_ns(), end = t0 + (uint64_t)a->duration_ms * 1000000u;
 	uint64_t posted = 0, done = 0;
+	unsigned empty = 0;
 	int flushed = 0;
 
 	for (;;) {
@@ -236,6 +253,7 @@ static int bandwidth_phase(const struct hx_system *sys, void *ctx,
 		if (rc < 0)
 			return rc;
 		done += (uint64_t)rc;
+		hx_spun(&empty, rc);
 	}
 	r->iters = done;
 	r->seconds = (double)(hx_now_ns() - t0) / 1e9;

@@ -57,6 +57,14 @@ int hx_recv(int sock, void *buf, uint32_t cap, uint32_t *len);
 /* Whether the initiator closed its end (checked without blocking). */
 int hx_peer_gone(int sock);
 
+/*
+ * Call after every progress round of a busy-polling loop: after a run of
+ * empty rounds it gives the core away once, as rma's progress thread does
+ * after each empty round.  With more runnable threads than cores the peer
+ * we wait for may need this core; on an idle machine it costs nothing.
+ */
+void hx_spun(unsigned *empty, int found);
+
 uint64_t hx_now_ns(void);
 void hx_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -145,8 +145,8 @@ static int serve(const struct hx_args *a, int sock)
 	ucp_worker_release_address(u.worker, addr);
 	/* tcp serves puts and emulated gets from progress; look at the
 	 * socket only now and then, it costs a system call. */
-	for (unsigned i = 1; rc == 0; i++) {
-		ucp_worker_progress(u.worker);
+	for (unsigned i = 1, empty = 0; rc == 0; i++) {
+		hx_spun(&empty, (int)ucp_worker_progress(u.worker));
 		if ((i & 1023) == 0 && hx_peer_gone(sock))
 			break;
 	}
