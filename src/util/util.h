@@ -52,6 +52,7 @@ uint64_t rma__siphash(const uint8_t key[16], const void *data, size_t n);
 void rma__log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 int rma__log_enabled(int level);
+void rma__log_set_level(int level);
 #define rma__err(...) rma__log(RMA_LOG_ERROR, __VA_ARGS__)
 #define rma__warn(...) rma__log(RMA_LOG_WARN, __VA_ARGS__)
 #define rma__info(...) rma__log(RMA_LOG_INFO, __VA_ARGS__)
