@@ -58,7 +58,7 @@ int main(int argc, char **argv)
 	for (long i = 0; i < iters; i++) {
 		struct rma_completion c;
 		op.user_data = (uint64_t)i;
-		if ((rc = rma_post(e, &op, 1, 0)) != 1)
+		if ((rc = rma_post(e, &op, 1, 0, NULL)) != 1)
 			return fail("post", rc < 0 ? rc : -1);
 		while ((rc = rma_poll(e, &c, 1)) == 0) {
 			/* Blocks in epoll until the reply is readable. */
