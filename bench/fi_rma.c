@@ -49,7 +49,6 @@ struct fab {
 	fi_addr_t peer;
 	uint64_t raddr, rkey;
 	void *desc;
-	unsigned kind;
 	uint64_t next_ctx;
 	struct fi_context2 ctx[CTX_RING];
 };
@@ -190,7 +189,6 @@ static int open_initiator(const struct hx_args *a, int sock, void **out)
 
 	if (!f)
 		return -ENOMEM;
-	f->kind = a->kind;
 	if ((rc = setup(f, a, a->max_size, FI_READ | FI_WRITE)) < 0)
 		return rc;
 	f->desc = f->mr ? fi_mr_desc(f->mr) : NULL;
@@ -206,13 +204,13 @@ static int open_initiator(const struct hx_args *a, int sock, void **out)
 	return 0;
 }
 
-static int post(void *ctx, uint64_t size)
+static int post(void *ctx, unsigned kind, uint64_t size)
 {
 	struct fab *f = ctx;
 	void *op_ctx = &f->ctx[f->next_ctx % CTX_RING];
 	ssize_t rc;
 
-	if (f->kind == HX_PUT) {
+	if (kind == HX_PUT) {
 		struct iovec iov = { .iov_base = f->buf, .iov_len = size };
 		struct fi_rma_iov rma = { .addr = f->raddr, .len = size, .key = f->rkey };
 		struct fi_msg_rma msg = {
@@ -231,7 +229,7 @@ static int post(void *ctx, uint64_t size)
 	if (rc == -FI_EAGAIN)
 		return -EAGAIN;
 	if (rc)
-		return fail(f->kind == HX_PUT ? "fi_writemsg" : "fi_read", (int)rc);
+		return fail(kind == HX_PUT ? "fi_writemsg" : "fi_read", (int)rc);
 	f->next_ctx++;
 	return 0;
 }
@@ -239,6 +237,11 @@ static int post(void *ctx, uint64_t size)
 static int progress(void *ctx)
 {
 	return reap(ctx);
+}
+
+static void *buffer(void *ctx)
+{
+	return ((struct fab *)ctx)->buf;
 }
 
 static void close_initiator(void *ctx)
@@ -257,6 +260,7 @@ int main(int argc, char **argv)
 		.post = post,
 		.progress = progress,
 		.close = close_initiator,
+		.buffer = buffer,
 	};
 
 	return hx_main(argc, argv, &sys);

@@ -182,13 +182,13 @@ static int wait_some(const struct hx_system *sys, void *ctx, uint64_t deadline)
 
 /* Post one op, driving progress while the library says EAGAIN; ops that
  * complete meanwhile are added to *done. */
-static int post_retry(const struct hx_system *sys, void *ctx, uint64_t size,
-		      uint64_t *done, uint64_t deadline)
+static int post_retry(const struct hx_system *sys, void *ctx, unsigned kind,
+		      uint64_t size, uint64_t *done, uint64_t deadline)
 {
 	unsigned empty = 0;
 
 	for (;;) {
-		int rc = sys->post(ctx, size);
+		int rc = sys->post(ctx, kind, size);
 
 		if (rc != -EAGAIN)
 			return rc;
@@ -203,10 +203,11 @@ static int post_retry(const struct hx_system *sys, void *ctx, uint64_t size,
 }
 
 /* One op at a time, to completion; returns 0 or -errno. */
-static int one_op(const struct hx_system *sys, void *ctx, uint64_t size)
+static int one_op(const struct hx_system *sys, void *ctx, unsigned kind,
+		  uint64_t size)
 {
 	uint64_t deadline = hx_now_ns() + STUCK_NS, done = 0;
-	int rc = post_retry(sys, ctx, size, &done, deadline);
+	int rc = post_retry(sys, ctx, kind, size, &done, deadline);
 
 	if (rc == 0 && sys->flush)
 		rc = sys->flush(ctx);
@@ -235,7 +236,7 @@ static int bandwidth_phase(const struct hx_system *sys, void *ctx,
 		if (now > end + STUCK_NS)
 			return -ETIMEDOUT;
 		while (!over && posted - done < a->window) {
-			rc = sys->post(ctx, size);
+			rc = sys->post(ctx, a->kind, size);
 			if (rc == -EAGAIN)
 				break;
 			if (rc < 0)
@@ -284,7 +285,7 @@ static int latency_phase(const struct hx_system *sys, void *ctx,
 
 	while (n < MAX_SAMPLES) {
 		uint64_t start = hx_now_ns();
-		int rc = one_op(sys, ctx, size);
+		int rc = one_op(sys, ctx, a->kind, size);
 
 		if (rc < 0)
 			return rc;
@@ -315,6 +316,35 @@ static void print_result(const struct hx_system *sys, const struct hx_args *a,
 	fflush(stdout);
 }
 
+static unsigned char pattern(uint64_t i)
+{
+	return (unsigned char)(i * 131 + (i >> 13) + 7);
+}
+
+/* Before timing anything: put a pattern, get it back into a cleared
+ * buffer and compare, so a loop that moved no bytes cannot report. */
+static int verify(const struct hx_system *sys, void *ctx, uint64_t len)
+{
+	unsigned char *buf = sys->buffer(ctx);
+	int rc;
+
+	for (uint64_t i = 0; i < len; i++)
+		buf[i] = pattern(i);
+	if ((rc = one_op(sys, ctx, HX_PUT, len)) < 0)
+		return rc;
+	memset(buf, 0, len);
+	if ((rc = one_op(sys, ctx, HX_GET, len)) < 0)
+		return rc;
+	for (uint64_t i = 0; i < len; i++) {
+		if (buf[i] != pattern(i)) {
+			hx_log("verify: byte %llu of %llu came back wrong",
+			       (unsigned long long)i, (unsigned long long)len);
+			return -EIO;
+		}
+	}
+	return 0;
+}
+
 static int initiator(const struct hx_system *sys, const struct hx_args *a, int sock)
 {
 	void *ctx;
@@ -324,12 +354,18 @@ static int initiator(const struct hx_system *sys, const struct hx_args *a, int s
 		hx_log("setup failed: %s", strerror(-rc));
 		return rc;
 	}
+	if ((rc = verify(sys, ctx, a->max_size)) < 0) {
+		hx_log("put then get of %llu bytes: %s", (unsigned long long)a->max_size,
+		       strerror(-rc));
+		sys->close(ctx);
+		return rc;
+	}
 	for (int i = 0; i < a->n_sizes && rc == 0; i++) {
 		uint64_t size = a->sizes[i];
 		struct result r = { 0 };
 
 		for (int w = 0; w < WARMUP_OPS && rc == 0; w++)
-			rc = one_op(sys, ctx, size);
+			rc = one_op(sys, ctx, a->kind, size);
 		if (rc == 0)
 			rc = bandwidth_phase(sys, ctx, a, size, &r);
 		if (rc == 0)

@@ -6,7 +6,9 @@
  *
  * The program forks: the child is the passive side (it registers a buffer,
  * sends what the initiator needs over a socketpair and drives its library's
- * progress until the socket closes), the parent is the initiator.  Output is
+ * progress until the socket closes), the parent is the initiator.  Before
+ * timing, the initiator puts a pattern of the largest size and gets it back
+ * into a cleared buffer; a mismatch fails the run.  Output is
  * one JSON object per size, with the keys of `rma bench --json` plus
  * "system", "seconds" and "ops_per_s".
  */
@@ -38,14 +40,17 @@ struct hx_system {
 	int (*serve)(const struct hx_args *a, int sock);
 	/* The initiator: set up against the peer behind sock. */
 	int (*open)(const struct hx_args *a, int sock, void **ctx);
-	/* Post one op of size bytes; -EAGAIN: progress, then try again. */
-	int (*post)(void *ctx, uint64_t size);
+	/* Post one op (HX_PUT or HX_GET) of size bytes from the start of
+	 * the local buffer to the start of the remote one; -EAGAIN:
+	 * progress, then try again. */
+	int (*post)(void *ctx, unsigned kind, uint64_t size);
 	/* Make every posted op completable (e.g. a flush after puts);
 	 * called when posting stops.  May be NULL. */
 	int (*flush)(void *ctx);
 	/* Drive progress once; returns ops newly completed, or -errno. */
 	int (*progress)(void *ctx);
 	void (*close)(void *ctx);
+	void *(*buffer)(void *ctx); /* the local buffer, max_size bytes */
 };
 
 int hx_main(int argc, char **argv, const struct hx_system *sys);

@@ -37,7 +37,6 @@ struct ucx {
 	ucp_ep_h ep;
 	ucp_rkey_h rkey;
 	uint64_t raddr;
-	unsigned kind;
 	unsigned batch;     /* puts per flush in the bandwidth phase */
 	uint64_t unflushed; /* puts posted since the last flush */
 	uint64_t done;      /* ops completed since the last progress() */
@@ -190,7 +189,6 @@ static int open_initiator(const struct hx_args *a, int sock, void **out)
 
 	if (rc < 0)
 		return rc;
-	u->kind = a->kind;
 	u->batch = a->window / 2 ? a->window / 2 : 1;
 	if ((rc = hx_recv(sock, blob, sizeof blob, &len)) < 0 ||
 	    (rc = hx_recv(sock, rkey_buf, sizeof rkey_buf, &rkey_len)) < 0 ||
@@ -214,7 +212,7 @@ static int flush(void *ctx)
 	struct ucx *u = ctx;
 	uint64_t n = u->unflushed;
 
-	if (u->kind != HX_PUT || n == 0)
+	if (n == 0)
 		return 0;
 	u->unflushed = 0;
 	ucp_request_param_t p = {
@@ -230,7 +228,7 @@ static int flush(void *ctx)
 	return 0;
 }
 
-static int post(void *ctx, uint64_t size)
+static int post(void *ctx, unsigned kind, uint64_t size)
 {
 	struct ucx *u = ctx;
 	ucp_request_param_t p = {
@@ -239,7 +237,7 @@ static int post(void *ctx, uint64_t size)
 	};
 	ucs_status_ptr_t r;
 
-	if (u->kind == HX_PUT) {
+	if (kind == HX_PUT) {
 		p.cb.send = put_done;
 		r = ucp_put_nbx(u->ep, u->buf, size, u->raddr, u->rkey, &p);
 	} else {
@@ -247,9 +245,9 @@ static int post(void *ctx, uint64_t size)
 		r = ucp_get_nbx(u->ep, u->buf, size, u->raddr, u->rkey, &p);
 	}
 	if (UCS_PTR_IS_ERR(r))
-		return fail(u->kind == HX_PUT ? "ucp_put_nbx" : "ucp_get_nbx",
+		return fail(kind == HX_PUT ? "ucp_put_nbx" : "ucp_get_nbx",
 			    UCS_PTR_STATUS(r));
-	if (u->kind == HX_GET) {
+	if (kind == HX_GET) {
 		if (r == NULL)
 			u->done++;
 		return 0;
@@ -268,6 +266,11 @@ static int progress(void *ctx)
 	n = (int)u->done;
 	u->done = 0;
 	return n;
+}
+
+static void *buffer(void *ctx)
+{
+	return ((struct ucx *)ctx)->buf;
 }
 
 static void close_initiator(void *ctx)
@@ -302,6 +305,7 @@ int main(int argc, char **argv)
 		.flush = flush,
 		.progress = progress,
 		.close = close_initiator,
+		.buffer = buffer,
 	};
 
 	return hx_main(argc, argv, &sys);
