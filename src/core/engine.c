@@ -119,6 +119,7 @@ static void engine_free(struct rma_engine *e)
 	rma__keytab_fini(&e->grants);
 	if (e->rc.r)
 		rma__remote_unref(e->rc.r);
+	free(e->ptab);
 	if (e->epfd >= 0)
 		close(e->epfd);
 	if (e->wake_fd >= 0)

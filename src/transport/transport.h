@@ -203,6 +203,7 @@ struct rma__peer {
 	bool fell_back;       /* fallback from here already logged */
 	int64_t retry_at;     /* failed: other routes are preferred until */
 	struct rma__peer *next;
+	struct rma__peer *hnext;  /* the engine's peer table */
 	struct rma__lnode queue;  /* ops with chunks still to post */
 	struct rma__lnode ops;    /* every live or dying op */
 };
