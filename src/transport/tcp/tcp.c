@@ -28,33 +28,53 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 	struct tcp_tr *tt = container_of(w, struct tcp_tr, lw);
 
 	for (;;) {
-		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		struct sockaddr_storage sa;
+		socklen_t salen = sizeof sa;
+		int fd = accept4(w->fd, (struct sockaddr *)&sa, &salen,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+			if (errno == EMFILE || errno == ENFILE) {
+				/* Out of fds: make room by the handshake rules
+				 * and come back on the next round. */
+				rma__refused(&tt->refusals, RMA__REFUSED_LIMIT,
+					     rma__now_ns());
+				if (tt->nhandshakes) {
+					uint8_t none[16] = {0};
+					rma__tcp_admit(tt, none);
+				}
+			} else if (errno != EAGAIN && errno != EINTR &&
+				   errno != ECONNABORTED) {
 				rma__warn("tcp: accept: %s", strerror(errno));
+			}
 			return;
 		}
-		struct conn *c = tt->nserved < MAX_SERVER_CONNS
-					 ? rma__tcp_conn_new(tt, fd, SERVER_RING) : NULL;
+		uint8_t raddr[16];
+		rma__tcp_raddr(&sa, raddr);
+		rma__tcp_admit(tt, raddr);
+		struct conn *c = rma__tcp_conn_new(tt, fd, SERVER_RING);
 		if (!c) {
 			close(fd);
 			continue;
 		}
+		memcpy(c->raddr, raddr, 16);
+		c->hs_deadline = rma__now_ns() + tt->lim.handshake_ns;
 		rma__tcp_tune_socket(fd);
-		c->hs = HS_WAIT1;
 		c->events = EPOLLIN;
-		if (rma__watch_add(tt->e, &c->w, EPOLLIN)) {
+		if (rma__tcp_hs_begin(c) || rma__watch_add(tt->e, &c->w, EPOLLIN)) {
 			close(fd);
 			rma__tcp_conn_release(&c->w);
 			continue;
 		}
+		c->hs = HS_SETUP;
 		c->next = tt->served;
 		tt->served = c;
 		tt->nserved++;
+		tt->nhandshakes++;
 	}
 }
 
-/* Handshakes that never finish lose their connection, on both sides. */
+/* Handshakes that never finish lose their connection, on both sides; idle
+ * target connections close (limits.c). */
 static void tcp_progress(struct rma__transport *t)
 {
 	struct tcp_tr *tt = container_of(t, struct tcp_tr, base);
@@ -63,17 +83,7 @@ static void tcp_progress(struct rma__transport *t)
 	if (now < tt->next_timer)
 		return;
 	tt->next_timer = now + 100 * 1000000LL;
-	for (struct conn *c = tt->served, *next; c; c = next) {
-		next = c->next;
-		if (c->hs != HS_READY && now > c->hs_deadline)
-			rma__tcp_conn_kill(c, -ETIMEDOUT);
-	}
-	for (struct tcp_peer *p = tt->peers; p; p = p->next)
-		for (struct conn *c = p->conns, *next; c; c = next) {
-			next = c->next;
-			if (c->hs != HS_READY && now > c->hs_deadline)
-				rma__tcp_conn_kill(c, -ETIMEDOUT);
-		}
+	rma__tcp_timers(tt, now);
 }
 
 /* ---- ops table ---- */
@@ -105,7 +115,10 @@ static int tcp_init(struct rma_engine *e, struct rma__transport **out)
 	tt->max_msg = p->max_msg_size ? p->max_msg_size : DEFAULT_MAX_MSG;
 	tt->depth = p->queue_depth;
 	tt->stripes = p->stripes;
-	rma__tcp_secret_key(p->secret, tt->key);
+	rma__setup_key(p->secret, tt->key);
+	rma__tcp_limits_init(&tt->lim);
+	tt->refusals.who = "tcp";
+	tt->refusals.interval_ns = 10LL * 1000000000;
 	fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		rc = -errno;

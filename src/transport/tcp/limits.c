@@ -1,0 +1,173 @@
+/*
+ * limits.c - what the target allows, so that no peer can lock others out:
+ *   - connections still in the handshake have their own small cap, per
+ *     remote address and in all, and a short timer; a new one evicts the
+ *     oldest when a cap is full, so a flood of idle sockets cannot keep a
+ *     real initiator from getting in;
+ *   - authenticated connections have a cap, per address and in all; one
+ *     that would pass it evicts the connection idle the longest, or is
+ *     refused when none is idle;
+ *   - authenticated connections with nothing in flight close after an
+ *     idle timeout;
+ *   - large socket buffers only after authentication, within a bound;
+ *   - refusals are logged as counts, at most one line per interval.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "transport/tcp/tcp.h"
+
+#define REFUSAL_LOG_NS (10LL * 1000000000)
+
+static unsigned env_uint(const char *name, unsigned dflt)
+{
+	const char *v = getenv(name);
+	char *end;
+	if (!v || !*v)
+		return dflt;
+	unsigned long x = strtoul(v, &end, 10);
+	if (*end || x > 1000000000ul) {
+		rma__warn("tcp: ignoring %s='%s' (want a count)", name, v);
+		return dflt;
+	}
+	return (unsigned)x;
+}
+
+void rma__tcp_limits_init(struct tcp_limits *l)
+{
+	/* Interim: environment variables, until transport options carry
+	 * them (conns, handshakes, addr_conns, addr_handshakes, idle_ms). */
+	l->conns = env_uint("RMA_TCP_MAX_CONNS", 4096);
+	l->handshakes = env_uint("RMA_TCP_MAX_HANDSHAKES", 64);
+	l->addr_conns = env_uint("RMA_TCP_MAX_ADDR_CONNS", 4096);
+	l->addr_handshakes = env_uint("RMA_TCP_MAX_ADDR_HANDSHAKES", 32);
+	l->handshake_ns = 3LL * 1000000000;
+	l->idle_ns = (int64_t)env_uint("RMA_TCP_IDLE_MS", 120000) * 1000000;
+	if (!l->conns)
+		l->conns = 1;
+	if (!l->handshakes)
+		l->handshakes = 1;
+	if (!l->addr_conns)
+		l->addr_conns = 1;
+	if (!l->addr_handshakes)
+		l->addr_handshakes = 1;
+}
+
+void rma__tcp_raddr(const struct sockaddr_storage *sa, uint8_t out[16])
+{
+	memset(out, 0, 16);
+	if (sa->ss_family == AF_INET) {
+		const struct sockaddr_in *in = (const void *)sa;
+		out[10] = out[11] = 0xff;
+		memcpy(out + 12, &in->sin_addr, 4);
+	} else if (sa->ss_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const void *)sa;
+		memcpy(out, &in6->sin6_addr, 16);
+	}
+}
+
+static bool idle(const struct conn *c)
+{
+	return c->hs == HS_READY && !c->count && !c->in_payload &&
+	       c->rx_off == c->rx_len;
+}
+
+static void evict(struct tcp_tr *tt, struct conn *c)
+{
+	rma__refused(&tt->refusals, RMA__REFUSED_LIMIT, rma__now_ns());
+	rma__tcp_conn_kill(c, -ECONNRESET);
+}
+
+void rma__tcp_admit(struct tcp_tr *tt, const uint8_t raddr[16])
+{
+	struct conn *oldest = NULL, *oldest_here = NULL;
+	unsigned here = 0;
+
+	for (struct conn *c = tt->served; c; c = c->next) {
+		if (c->hs != HS_SETUP)
+			continue;
+		/* The list is newest first: the last seen is the oldest. */
+		oldest = c;
+		if (!memcmp(c->raddr, raddr, 16)) {
+			here++;
+			oldest_here = c;
+		}
+	}
+	if (here >= tt->lim.addr_handshakes)
+		evict(tt, oldest_here);
+	else if (tt->nhandshakes >= tt->lim.handshakes && oldest)
+		evict(tt, oldest);
+}
+
+static void big_buffers(struct conn *c)
+{
+	struct tcp_tr *tt = c->tt;
+	int sz = SOCKBUF;
+
+	if (tt->bigbuf_total + 2ull * SOCKBUF > SOCKBUF_TOTAL)
+		return; /* the kernel's autotuning will do */
+	/* Privileged callers can go past rmem_max/wmem_max; others keep
+	 * the kernel's autotuning, which a plain SO_RCVBUF would switch off. */
+	if (setsockopt(c->w.fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz) |
+	    setsockopt(c->w.fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz))
+		return;
+	c->bigbuf = true;
+	tt->bigbuf_total += 2ull * SOCKBUF;
+}
+
+void rma__tcp_authenticated(struct conn *c)
+{
+	struct tcp_tr *tt = c->tt;
+
+	if (!c->peer) {
+		struct conn *lru = NULL, *lru_here = NULL;
+		unsigned all = 0, here = 0;
+		for (struct conn *o = tt->served; o; o = o->next) {
+			if (o == c || o->hs != HS_READY)
+				continue;
+			bool same = !memcmp(o->raddr, c->raddr, 16);
+			all++;
+			here += same;
+			if (!idle(o))
+				continue;
+			if (!lru || o->last_active < lru->last_active)
+				lru = o;
+			if (same && (!lru_here || o->last_active < lru_here->last_active))
+				lru_here = o;
+		}
+		struct conn *victim = NULL;
+		if (here >= tt->lim.addr_conns)
+			victim = lru_here ? lru_here : c;
+		else if (all >= tt->lim.conns)
+			victim = lru ? lru : c;
+		if (victim)
+			evict(tt, victim);
+		if (victim == c)
+			return;
+	}
+	big_buffers(c);
+}
+
+void rma__tcp_timers(struct tcp_tr *tt, int64_t now)
+{
+	for (struct conn *c = tt->served, *next; c; c = next) {
+		next = c->next;
+		if (c->hs == HS_SETUP && now > c->hs_deadline) {
+			rma__refused(&tt->refusals, RMA__REFUSED_TIMEOUT, now);
+			rma__tcp_conn_kill(c, -ETIMEDOUT);
+		} else if (tt->lim.idle_ns && idle(c) &&
+			   now - c->last_active > tt->lim.idle_ns) {
+			rma__tcp_conn_kill(c, -ETIMEDOUT);
+		}
+	}
+	for (struct tcp_peer *p = tt->peers; p; p = p->next)
+		for (struct conn *c = p->conns, *next; c; c = next) {
+			next = c->next;
+			if (c->hs != HS_READY && now > c->hs_deadline)
+				rma__tcp_conn_kill(c, -ETIMEDOUT);
+		}
+	rma__refusals_log(&tt->refusals, now);
+}
