@@ -236,8 +236,8 @@ int rma__setup_run(struct rma__setup *s)
 		/* Exactly what the message lacks: what follows is not ours. */
 		n = recv(s->fd, s->in + s->in_have, s->in_need - s->in_have,
 			 MSG_DONTWAIT);
-		if (n == 0)
-			return fail(s, -ECONNRESET);
+		if (n == 0) /* closed: between messages, or cutting one short */
+			return fail(s, s->in_have ? -EPROTO : -ECONNRESET);
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EINTR)
 				return -EINPROGRESS;
