@@ -264,6 +264,11 @@ uint32_t rma__setup_events(const struct rma__setup *s)
 	return s->state == S_START || s->out_off < s->out_len ? EPOLLOUT : EPOLLIN;
 }
 
+bool rma__setup_silent(const struct rma__setup *s)
+{
+	return s->state == S_WAIT1 && s->in_have == 0;
+}
+
 bool rma__setup_pending(const struct rma__setup *s)
 {
 	return s->state != S_DONE && s->state != S_FAILED;

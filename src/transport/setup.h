@@ -119,6 +119,9 @@ int rma__setup_init(struct rma__setup *s, int fd, bool server,
 int rma__setup_run(struct rma__setup *s);
 /* EPOLLIN or EPOLLOUT: what rma__setup_run waits for. */
 uint32_t rma__setup_events(const struct rma__setup *s);
+/* A server that has not had a byte of the client's hello yet (bytes still
+ * in the socket are not counted: see tcp's limits.c). */
+bool rma__setup_silent(const struct rma__setup *s);
 /* Still in the handshake (not done, not failed). */
 bool rma__setup_pending(const struct rma__setup *s);
 

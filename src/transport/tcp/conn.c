@@ -101,6 +101,14 @@ void rma__tcp_conn_kill(struct conn *c, int err)
 	*pp = c->next;
 	if (was_ready)
 		p->nlive--;
+	/* A flooded target sheds connections still in the handshake
+	 * (limits.c): connect again, a few times, rather than fail. */
+	if (!was_ready && err == -ECONNRESET && p->retries < HS_RETRIES &&
+	    p->base.state != RMA__PEER_FAILED && !c->count) {
+		p->retries++;
+		if (rma__tcp_conn_start(p) == 0)
+			return;
+	}
 	/* Every chunk this connection held fails with the reason. */
 	for (unsigned i = 0; i < c->count; i++) {
 		struct txe *x = rma__tcp_ring_at(c, i);

@@ -45,6 +45,7 @@ static void client_ready(struct conn *c, uint64_t max_msg)
 		p->base.max_msg = RMA_MIN(max_msg, c->tt->max_msg);
 	c->hs = HS_READY;
 	rma__tcp_authenticated(c);
+	p->retries = 0;
 	p->nlive++;
 	if (p->base.state != RMA__PEER_READY)
 		rma__peer_ready(&p->base);

@@ -81,25 +81,58 @@ static void evict(struct tcp_tr *tt, struct conn *c)
 	rma__tcp_conn_kill(c, -ECONNRESET);
 }
 
+/* Nothing of a hello has come in, not even into the socket: the cheapest
+ * connection to lose (a real initiator sends its hello at once). */
+static bool silent(const struct conn *c)
+{
+	uint8_t b;
+	return c->setup && rma__setup_silent(c->setup) &&
+	       recv(c->w.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
+}
+
+/* The oldest handshake (from raddr, or from anywhere when raddr is NULL),
+ * silent ones first. */
+static struct conn *oldest_handshake(struct tcp_tr *tt, const uint8_t *raddr,
+				     unsigned *count)
+{
+	struct conn *old = NULL, *old_silent = NULL;
+
+	*count = 0;
+	/* The list is newest first: the last one seen is the oldest. */
+	for (struct conn *c = tt->served; c; c = c->next) {
+		if (c->hs != HS_SETUP || (raddr && memcmp(c->raddr, raddr, 16)))
+			continue;
+		++*count;
+		old = c;
+	}
+	if (!old)
+		return NULL;
+	for (struct conn *c = tt->served; c; c = c->next)
+		if (c->hs == HS_SETUP && (!raddr || !memcmp(c->raddr, raddr, 16)) &&
+		    silent(c))
+			old_silent = c;
+	return old_silent ? old_silent : old;
+}
+
 void rma__tcp_admit(struct tcp_tr *tt, const uint8_t raddr[16])
 {
-	struct conn *oldest = NULL, *oldest_here = NULL;
-	unsigned here = 0;
+	unsigned n;
+	struct conn *v;
 
-	for (struct conn *c = tt->served; c; c = c->next) {
-		if (c->hs != HS_SETUP)
-			continue;
-		/* The list is newest first: the last seen is the oldest. */
-		oldest = c;
-		if (!memcmp(c->raddr, raddr, 16)) {
-			here++;
-			oldest_here = c;
-		}
+	if (!raddr) { /* out of fds: shed one now */
+		if ((v = oldest_handshake(tt, NULL, &n)))
+			evict(tt, v);
+		return;
 	}
-	if (here >= tt->lim.addr_handshakes)
-		evict(tt, oldest_here);
-	else if (tt->nhandshakes >= tt->lim.handshakes && oldest)
-		evict(tt, oldest);
+	v = oldest_handshake(tt, raddr, &n);
+
+	if (n >= tt->lim.addr_handshakes && v) {
+		evict(tt, v);
+		return;
+	}
+	if (tt->nhandshakes >= tt->lim.handshakes &&
+	    (v = oldest_handshake(tt, NULL, &n)))
+		evict(tt, v);
 }
 
 static void big_buffers(struct conn *c)

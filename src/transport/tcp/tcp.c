@@ -27,7 +27,9 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 {
 	struct tcp_tr *tt = container_of(w, struct tcp_tr, lw);
 
-	for (;;) {
+	/* A bounded batch: a peer reconnecting as fast as we accept must not
+	 * keep this loop, and the engine lock, from everything else. */
+	for (int i = 0; i < ACCEPT_BATCH; i++) {
 		struct sockaddr_storage sa;
 		socklen_t salen = sizeof sa;
 		int fd = accept4(w->fd, (struct sockaddr *)&sa, &salen,
@@ -38,10 +40,7 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 				 * and come back on the next round. */
 				rma__refused(&tt->refusals, RMA__REFUSED_LIMIT,
 					     rma__now_ns());
-				if (tt->nhandshakes) {
-					uint8_t none[16] = {0};
-					rma__tcp_admit(tt, none);
-				}
+				rma__tcp_admit(tt, NULL);
 			} else if (errno != EAGAIN && errno != EINTR &&
 				   errno != ECONNABORTED) {
 				rma__warn("tcp: accept: %s", strerror(errno));
@@ -182,7 +181,7 @@ static int tcp_ad_parse(const void *blob, size_t len, uint64_t core_key,
 	return 0;
 }
 
-static int conn_start(struct tcp_peer *p)
+int rma__tcp_conn_start(struct tcp_peer *p)
 {
 	struct tcp_tr *tt = p->tt;
 	int fd = socket(p->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -232,7 +231,7 @@ static int tcp_connect(struct rma__transport *t, const void *blob, size_t len,
 		return -EBADMSG;
 	}
 	for (unsigned i = 0; i < tt->stripes && !rc; i++)
-		rc = conn_start(p);
+		rc = rma__tcp_conn_start(p);
 	if (rc) {
 		p->base.state = RMA__PEER_FAILED; /* the core has not seen it */
 		while (p->conns)

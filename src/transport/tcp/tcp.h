@@ -35,6 +35,8 @@
 #define KEEPINTVL_S 5
 #define KEEPCNT 3
 #define IOV_BATCH 64
+#define ACCEPT_BATCH 32            /* connections accepted per wake-up */
+#define HS_RETRIES 8               /* handshakes reset by a flooded target */
 
 /* What the target allows (limits.c; defaults there, options override). */
 struct tcp_limits {
@@ -105,6 +107,7 @@ struct tcp_peer {
 	struct tcp_peer *next;   /* the transport's peers */
 	struct conn *conns;
 	unsigned nlive;
+	unsigned retries;        /* handshakes reset by the target in a row */
 	uint64_t expect_id;
 	struct sockaddr_storage sa;
 	socklen_t salen;
@@ -148,7 +151,8 @@ void rma__tcp_connected(struct conn *c);
 /* limits.c */
 void rma__tcp_limits_init(struct tcp_limits *l);
 /* A connection was accepted from raddr: make room among the handshakes
- * (evicting the oldest) before it is added. */
+ * (evicting the oldest, silent ones first) before it is added; NULL: out
+ * of fds, evict one anyway. */
 void rma__tcp_admit(struct tcp_tr *tt, const uint8_t raddr[16]);
 /* c proved the secret: apply the connection caps (evicting the idlest or
  * refusing c) and grant large buffers within their bound. */
@@ -156,6 +160,9 @@ void rma__tcp_authenticated(struct conn *c);
 /* Timers: handshakes too slow, idle connections, the refusal log. */
 void rma__tcp_timers(struct tcp_tr *tt, int64_t now);
 void rma__tcp_raddr(const struct sockaddr_storage *sa, uint8_t out[16]);
+
+/* tcp.c */
+int rma__tcp_conn_start(struct tcp_peer *p);
 
 /* conn.c */
 struct conn *rma__tcp_conn_new(struct tcp_tr *tt, int fd, unsigned cap);
