@@ -316,6 +316,41 @@ static void formula(void)
 	}
 }
 
+static int nlog;
+static char last_log[512];
+
+static void log_cb(void *arg, int level, const char *msg)
+{
+	(void)arg;
+	(void)level;
+	nlog++;
+	snprintf(last_log, sizeof last_log, "%s", msg);
+}
+
+/* A flood of refusals makes one line per interval, with the counts. */
+static void refusal_log(void)
+{
+	struct rma__refusals r = {.who = "test", .interval_ns = 1000};
+
+	rma_set_log(RMA_LOG_WARN, log_cb, NULL);
+	rma__refused(&r, RMA__REFUSED_SECRET, 5000);
+	CHECK_EQ(nlog, 1); /* the first at once */
+	CHECK(strstr(last_log, "refused 1 connection"));
+	for (int i = 0; i < 1000; i++)
+		rma__refused(&r, i & 1 ? RMA__REFUSED_LIMIT : RMA__REFUSED_PROTO,
+			     5001 + i % 998);
+	rma__refusals_log(&r, 5999);
+	CHECK_EQ(nlog, 1); /* none within the interval */
+	rma__refusals_log(&r, 6000);
+	CHECK_EQ(nlog, 2); /* then one, with what it counted */
+	CHECKF(strstr(last_log, "refused 1000 connections") &&
+	       strstr(last_log, "bad handshake 500") &&
+	       strstr(last_log, "over a connection limit 500"), "%s", last_log);
+	rma__refusals_log(&r, 9000);
+	CHECK_EQ(nlog, 2); /* nothing new, nothing said */
+	rma_set_log(RMA_LOG_WARN, NULL, NULL);
+}
+
 int main(void)
 {
 	test_watchdog(60);
@@ -327,6 +362,7 @@ int main(void)
 	wrong_secret_server();
 	wrong_engine();
 	malformed();
+	refusal_log();
 	printf("ok\n");
 	return 0;
 }
