@@ -50,7 +50,7 @@ int main(void)
 				.remote_off = (uint64_t)posted * CHUNK, .len = CHUNK,
 				.user_data = (uint64_t)posted,
 			};
-			int rc = rma_post(peer, &op, 1, 5000);
+			int rc = rma_post(peer, &op, 1, 5000, NULL);
 
 			if (rc == -EAGAIN)
 				break; /* completion queue full: poll first */

@@ -6,6 +6,10 @@
  * sides share.  Every call returns 0, a count, or a negative errno; name it
  * with rma_strerror().  Output arguments come last and are written only on
  * success.  All calls are thread-safe unless noted (rma_engine_destroy).
+ * A decoded rma_remote is immutable: any number of threads and engines may
+ * use one at once.  The introspection calls (rma_transports, rma_version,
+ * rma_strerror, rma_peer_route) are thread-safe and return pointers to
+ * static or engine-lifetime storage.
  */
 #ifndef RMA_H
 #define RMA_H
@@ -20,6 +24,9 @@ extern "C" {
 #define RMA_VERSION_MAJOR 0
 #define RMA_VERSION_MINOR 1
 #define RMA_VERSION_PATCH 0
+
+/* "none" where a config field or timeout takes it: no spin, no deadline. */
+#define RMA_NONE (-1)
 
 /* Opaque handles. */
 typedef struct rma_engine rma_engine; /* one per process or independent user */
@@ -55,12 +62,18 @@ enum rma_engine_flags {
  * struct grow without breaking older callers.
  *
  * Environment overrides, read once at rma_engine_create() (they win over the
- * struct): RMA_TRANSPORTS, RMA_LISTEN, RMA_SECRET, RMA_TIMEOUT_MS,
- * RMA_STRIPES, RMA_LOG (error|warn|info|debug).
+ * struct): RMA_TRANSPORTS, RMA_LISTEN, RMA_SECRET, RMA_TIMEOUT_MS (or
+ * "none"), RMA_STRIPES, RMA_LOG (error|warn|info|debug; sets the level and
+ * keeps a callback installed with rma_set_log).
+ *
+ * transports: comma-separated specs, one engine instance each:
+ * "name[:option=value...]", e.g. "tcp:listen=0.0.0.0:7000:stripes=4,shm".
+ * rma_transports() lists each transport's options.  `listen` and `stripes`
+ * below are tcp's defaults when its spec does not set them.
  */
 struct rma_config {
 	size_t size;            /* sizeof(struct rma_config) */
-	const char *transports; /* "tcp,shm"; NULL = every available one */
+	const char *transports; /* "tcp,shm" (specs); NULL = every available one */
 	const char *listen;     /* "HOST:PORT"; NULL = "127.0.0.1:0" */
 	const char *secret;     /* shared secret checked at connect; NULL = none */
 	unsigned flags;         /* enum rma_engine_flags */
@@ -68,8 +81,8 @@ struct rma_config {
 	unsigned cq_depth;      /* completions that may wait unpolled; 4096 (max 262144) */
 	unsigned stripes;       /* connections per peer for striping; 4 */
 	uint64_t max_msg_size;  /* chunk size; 0 = the transport's (tcp: 1 MiB) */
-	int timeout_ms;         /* default op deadline; 30000 */
-	int spin_us;            /* busy-poll before sleeping; 50 */
+	int timeout_ms;         /* default op deadline; 30000; RMA_NONE = none */
+	int spin_us;            /* busy-poll before sleeping; 50; RMA_NONE = none */
 };
 
 void rma_config_init(struct rma_config *cfg);
@@ -77,15 +90,16 @@ void rma_config_init(struct rma_config *cfg);
 int rma_engine_create(const struct rma_config *cfg, rma_engine **out);
 
 /* The engine's own address (every active transport's endpoint) as bytes;
- * returns the length, or -ENOSPC if cap is too small. */
+ * returns the length, or -ENOSPC if cap is too small (nothing written). */
 int rma_engine_address(rma_engine *e, void *buf, size_t cap);
 
 /*
- * Stop the engine.  New posts fail with -ESHUTDOWN.  With drain_ms > 0,
- * in-flight ops get up to drain_ms to finish; whatever is left (or
- * everything, with drain_ms == 0) completes with -ECANCELED.  Returns 0 when
- * nothing had to be cancelled, -ETIMEDOUT otherwise.  Completions stay
- * pollable until rma_engine_destroy().
+ * Stop the engine.  New posts fail with -ESHUTDOWN.  drain_ms == 0 cancels
+ * every op in flight (-ECANCELED) and returns how many it cancelled.
+ * drain_ms > 0 lets ops finish for up to drain_ms, then cancels the rest:
+ * 0 if none was left, -ETIMEDOUT if some were.  drain_ms < 0 waits for
+ * every op (each still ends by its own deadline) and returns 0.
+ * Completions stay pollable until rma_engine_destroy().
  */
 int rma_engine_shutdown(rma_engine *e, int drain_ms);
 
@@ -112,7 +126,7 @@ int rma_region_release(rma_region *r);
  * region's access (access 0 = the region's).  Only that window is reachable
  * with the result.  rma_advertise() writes bytes and returns their count;
  * rma_advertise_text() writes one NUL-terminated word ([A-Za-z0-9_-]) and
- * returns its strlen.  -ENOSPC if cap is too small.
+ * returns its strlen.  -ENOSPC if cap is too small (nothing written).
  */
 #define RMA_ADVERTISEMENT_MAX 512  /* bytes */
 #define RMA_ADVERTISEMENT_TEXT_MAX 700 /* chars, with the NUL */
@@ -122,7 +136,9 @@ int rma_advertise_text(rma_region *r, uint64_t off, uint64_t len,
 		       unsigned access, char *text, size_t cap);
 
 /* Decode an advertisement, validating everything (-EBADMSG if malformed).
- * A remote is independent of any engine; free it with rma_remote_free(). */
+ * A remote is independent of any engine and immutable; share it freely
+ * between threads and engines.  rma_remote_free() may be called while ops
+ * posted with it are in flight: they keep what they need. */
 int rma_remote_decode(const void *buf, size_t len, rma_remote **out);
 int rma_remote_parse(const char *text, rma_remote **out);
 void rma_remote_free(rma_remote *r);
@@ -149,15 +165,26 @@ enum rma_op_kind {
 	RMA_OP_GET = 2, /* remote -> local */
 };
 
+/* rma_op.flags */
+enum rma_op_flags {
+	/* Start only after every op posted earlier to the same peer has
+	 * completed: a get then sees the target memory as those ops left it,
+	 * and a put cannot overtake an earlier get of the same bytes. */
+	RMA_OP_FENCE = 1u << 0,
+};
+
+/* rma_op grows only into `reserved`, announced by a new flag; a caller that
+ * zeroes the struct keeps working.  rma_completion never grows. */
 struct rma_op {
 	unsigned kind;            /* enum rma_op_kind */
-	unsigned flags;           /* none defined yet; must be 0 */
+	unsigned flags;           /* enum rma_op_flags */
 	rma_region *local;        /* local memory (any access flags) */
 	uint64_t local_off;
 	const rma_remote *remote; /* may be freed once the op is posted */
 	uint64_t remote_off;      /* within the advertised window */
 	uint64_t len;             /* bytes; 0 completes at once with 0 */
 	uint64_t user_data;       /* returned in the completion */
+	uint64_t reserved[2];     /* must be 0 */
 };
 
 /* result: bytes moved, or a negative errno.  A put's completion means the
@@ -168,13 +195,15 @@ struct rma_completion {
 };
 
 /*
- * Post ops asynchronously with a deadline of timeout_ms (0 = the engine's
- * default, < 0 = none).  Returns how many were posted, from the first: each
- * posted op delivers exactly one completion.  If op i is invalid, ops before
- * it are posted and the count i is returned; if the first is invalid, its
- * -errno is returned.  -EAGAIN: completion queue full, poll first.
+ * Post ops asynchronously, all with one deadline of timeout_ms (0 = the
+ * engine's default, < 0 = none).  Returns how many were posted, from the
+ * first: each posted op delivers exactly one completion.  If op i cannot be
+ * posted, ops before it are, i is returned and *err (if err is not NULL)
+ * receives op i's -errno; if the first cannot, its -errno is returned.
+ * -EAGAIN: completion queue full, poll first.
  */
-int rma_post(rma_engine *e, const struct rma_op *ops, size_t n, int timeout_ms);
+int rma_post(rma_engine *e, const struct rma_op *ops, size_t n, int timeout_ms,
+	     int *err);
 
 /* Take up to max waiting completions; returns the count (0 if none). */
 int rma_poll(rma_engine *e, struct rma_completion *out, size_t max);
@@ -183,9 +212,10 @@ int rma_poll(rma_engine *e, struct rma_completion *out, size_t max);
  * number of completions waiting.  Needed only with RMA_ENGINE_MANUAL_PROGRESS. */
 int rma_progress(rma_engine *e, int timeout_ms);
 
-/* A file descriptor that is readable when completions wait (with
- * RMA_ENGINE_MANUAL_PROGRESS: when rma_progress() has work).  Owned by the
- * engine; do not close it. */
+/* A file descriptor that is readable when completions wait.  With
+ * RMA_ENGINE_MANUAL_PROGRESS it is readable when rma_progress() has work: a
+ * transport event, a completion made anywhere (rma_post included), or a
+ * deadline passing.  Owned by the engine; do not close it. */
 int rma_completion_fd(rma_engine *e);
 
 /* Deliver completions to cb instead of the queue, in batches, with no
@@ -222,10 +252,11 @@ int64_t rma_write_from(rma_engine *e, rma_region *local, const rma_remote *r,
 /* ---- introspection ---- */
 
 struct rma_transport_info {
-	const char *name;   /* "tcp", ... */
-	int level;          /* enum rma_level */
-	int available;      /* 1 if usable on this host */
-	const char *detail; /* why not available, or a short description */
+	const char *name;    /* "tcp", ... */
+	int level;           /* enum rma_level (an instance may differ) */
+	int available;       /* 1 if usable on this host */
+	const char *detail;  /* why not available, or a short description */
+	const char *options; /* "listen: ...; stripes: ..." or "no options" */
 };
 
 /* Fill up to max entries, one per compiled transport; returns how many are
@@ -238,8 +269,25 @@ int rma_transports(struct rma_transport_info *out, size_t max);
 int rma_transport_raw(rma_engine *e, const char *transport, void *out,
 		      size_t cap);
 
-/* Transport used to reach the owner of r ("tcp"), or NULL if none fits. */
-const char *rma_route(rma_engine *e, const rma_remote *r);
+/* How this engine reaches the owner of r. */
+enum rma_peer_state {
+	RMA_PEER_NONE = 0,     /* no connection yet (made on first use) */
+	RMA_PEER_CONNECTING = 1,
+	RMA_PEER_READY = 2,
+	RMA_PEER_FAILED = 3,
+};
+struct rma_route_info {
+	const char *transport; /* instance spec ("tcp", "ofi:prov=tcp") */
+	int level;             /* enum rma_level */
+	int state;             /* enum rma_peer_state */
+	int error;             /* -errno of the failure, when FAILED */
+	char why[192];         /* "tcp: connected; shm failed (...)" */
+};
+/* The route ops to r's owner take now: the highest level both sides offer
+ * that is reachable and has not just failed.  -EHOSTUNREACH if none (then
+ * *out is not written). */
+int rma_peer_route(rma_engine *e, const rma_remote *r,
+		   struct rma_route_info *out);
 
 const char *rma_strerror(int err);
 const char *rma_version(void); /* "0.1.0" */

@@ -1,5 +1,6 @@
 /* Configuration: defaults, and the few RMA_* environment overrides. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,12 +13,17 @@ RMA_EXPORT void rma_config_init(struct rma_config *cfg)
 	cfg->size = sizeof *cfg;
 }
 
-static int env_int(const char *name, long lo, long hi, long *out)
+/* A number in [lo, hi], or "none" (RMA_NONE) where none_ok. */
+static int env_int(const char *name, long lo, long hi, bool none_ok, long *out)
 {
 	const char *s = getenv(name);
 	char *end;
 	if (!s || !*s)
 		return 0;
+	if (none_ok && !strcmp(s, "none")) {
+		*out = RMA_NONE;
+		return 1;
+	}
 	errno = 0;
 	long v = strtol(s, &end, 10);
 	if (errno || *end || v < lo || v > hi) {
@@ -58,11 +64,11 @@ int rma__config_resolve(const struct rma_config *in, struct rma_config *out)
 		out->listen = getenv("RMA_LISTEN");
 	if (getenv("RMA_SECRET") && *getenv("RMA_SECRET"))
 		out->secret = getenv("RMA_SECRET");
-	if ((rc = env_int("RMA_TIMEOUT_MS", 1, 86400000, &v)) < 0)
+	if ((rc = env_int("RMA_TIMEOUT_MS", 1, 86400000, true, &v)) < 0)
 		return rc;
 	if (rc)
 		out->timeout_ms = (int)v;
-	if ((rc = env_int("RMA_STRIPES", 1, 64, &v)) < 0)
+	if ((rc = env_int("RMA_STRIPES", 1, 64, false, &v)) < 0)
 		return rc;
 	if (rc)
 		out->stripes = (unsigned)v;
@@ -72,7 +78,7 @@ int rma__config_resolve(const struct rma_config *in, struct rma_config *out)
 			rma__err("RMA_LOG=%s: use error|warn|info|debug", getenv("RMA_LOG"));
 			return -EINVAL;
 		}
-		rma_set_log(lvl, NULL, NULL);
+		rma__log_set_level(lvl);
 	}
 
 	if (out->flags & ~(unsigned)RMA_ENGINE_MANUAL_PROGRESS)
@@ -90,7 +96,8 @@ int rma__config_resolve(const struct rma_config *in, struct rma_config *out)
 	if (!out->spin_us)
 		out->spin_us = 50;
 	if (out->queue_depth > 65536 || out->cq_depth > (1u << 18) ||
-	    out->stripes > 64 || out->timeout_ms < 0 || out->spin_us < 0 ||
+	    out->stripes > 64 || out->timeout_ms < RMA_NONE ||
+	    out->spin_us < RMA_NONE ||
 	    (out->max_msg_size && out->max_msg_size < 4096))
 		return -EINVAL;
 	return 0;

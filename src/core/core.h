@@ -5,6 +5,12 @@
  * Locking: one mutex per engine (e->mu) guards everything here.  The
  * progress thread, threads waiting in rma_submit and every API call take it;
  * epoll_wait runs without it.
+ *
+ * Files: engine.c (lifetime, introspection), tspec.c (transport specs and
+ * options), config.c, region.c (regions, grants), advert.c (the codec),
+ * op.c (the op path), peer.c (peers, routing, fallback), cq.c (the
+ * completion queue), wait.c (every blocking call), timer.c (the deadline
+ * heap), progress.c (the loop and its thread).
  */
 #ifndef RMA_CORE_H
 #define RMA_CORE_H
@@ -16,11 +22,23 @@
 #include "core/keytab.h"
 #include "rma.h"
 #include "transport/transport.h"
+#include "util/list.h"
 #include "util/util.h"
 
-#define RMA__MAX_TRANSPORTS 8
+#define RMA__MAX_TRANSPORTS 8   /* instances per engine */
+#define RMA__MAX_ENTRIES 16     /* transport entries per advertisement */
 #define RMA__ADVERT_MAGIC 0x61414d52u /* "RMAa" */
-#define RMA__ADVERT_VERSION 1
+#define RMA__ADVERT_VERSION 2
+#define RMA__MAX_OPTS 8
+
+/* A parsed transport spec: "tcp:listen=0.0.0.0:7000:stripes=4". */
+struct rma__topts {
+	const struct rma__transport_ops *ops;
+	unsigned n;
+	const char *name[RMA__MAX_OPTS];
+	const char *val[RMA__MAX_OPTS];
+	char buf[256];
+};
 
 /* A window of a region reachable with one key (an advertisement names one). */
 struct rma__grant {
@@ -28,6 +46,8 @@ struct rma__grant {
 	struct rma_region *region;
 	uint64_t off, len;
 	unsigned access;
+	unsigned tmask;   /* instances that accepted it (grant_add) */
+	void *tdata[RMA__MAX_TRANSPORTS];
 	struct rma__grant *next; /* the region's grants */
 };
 
@@ -36,38 +56,56 @@ struct rma_region {
 	char *addr;
 	uint64_t len;
 	unsigned access;
+	unsigned tmask;   /* instances that registered it (mem_reg) */
 	struct rma__grant *grants;
-	void *tdata[RMA__MAX_TRANSPORTS]; /* per-transport registration */
-	unsigned nlocal;                  /* live ops using it as local memory */
+	void *tdata[RMA__MAX_TRANSPORTS];
+	struct rma__lnode users; /* live and dying ops using it as local memory */
 	struct rma_region *next, *prev;
 };
 
-enum rma__op_state { RMA__OP_FREE, RMA__OP_LIVE, RMA__OP_ZOMBIE };
+enum rma__op_state {
+	RMA__OP_FREE,
+	RMA__OP_LIVE,
+	RMA__OP_DYING,  /* failed; completion withheld until the transport
+			 * reports every chunk (abort said PENDING) */
+	RMA__OP_ZOMBIE, /* completed; slot held until its chunks are reported */
+};
 
 struct rma__batch; /* a waiting rma_submit */
 
 struct rma__op {
 	uint64_t id; /* generation << 32 | slot */
 	int state;
-	unsigned kind;
+	unsigned kind, flags;
+	int err;                /* DYING: the result to deliver */
 	struct rma__peer *peer;
 	struct rma_region *local;
 	char *laddr;
 	uint64_t len;
-	uint64_t key, raddr;    /* remote key and start address */
+	uint64_t roff;          /* offset in the remote window */
+	rma_remote *remote;     /* a reference: entries for routing, keys */
+	const struct rma__rentry *ent; /* the route's entry */
 	uint64_t posted, done;  /* bytes handed to the transport / finished */
 	unsigned chunks;        /* chunks with the transport */
-	int64_t deadline;       /* ns, 0 = none */
+	struct rma__timer deadline;
 	uint64_t user_data;
 	struct rma__batch *batch; /* NULL: the engine's completion queue */
 	size_t batch_index;
-	struct rma__op *qnext;    /* peer's queue of ops with chunks to post */
+	struct rma__lnode qnode;  /* peer's queue of ops with chunks to post */
+	struct rma__lnode pnode;  /* peer's ops */
+	struct rma__lnode rnode;  /* local region's users */
 	struct rma__op *fnext;    /* free list */
 };
 
 struct rma__batch {
 	size_t n, left;
 	int64_t *results;
+};
+
+/* A binary min-heap of timers (op deadlines and transport timers). */
+struct rma__theap {
+	struct rma__timer **t;
+	unsigned n, cap;
 };
 
 struct rma_engine {
@@ -88,8 +126,16 @@ struct rma_engine {
 	struct rma__op *ops;
 	uint32_t nops;
 	struct rma__op *free_ops;
-	uint32_t live;          /* ops in LIVE state */
-	int64_t next_deadline;  /* earliest live deadline, 0 = none */
+	uint32_t live;          /* ops in LIVE or DYING state */
+	unsigned stalled;       /* peers whose post said -EAGAIN */
+	struct rma__timer stall_timer; /* retries them */
+
+	struct rma__theap timers;
+	int timer_fd;           /* armed to the earliest timer: the manual
+				 * completion fd wakes on deadlines */
+	struct rma__watch timer_watch;
+	int64_t timer_armed;    /* what timer_fd is set to; 0 = disarmed */
+	uint64_t work;          /* list and heap steps (tests count them) */
 
 	/* completion queue: a ring of cq_depth; posts reserve their slot */
 	struct rma_completion *cq;
@@ -97,6 +143,7 @@ struct rma_engine {
 	rma_complete_cb cb;
 	void *cb_arg;
 	int cq_fd;     /* eventfd, readable while completions wait */
+	struct rma__watch cq_watch; /* manual mode: cq_fd in the epoll set */
 	pthread_cond_t done_cv; /* batch waiters */
 
 	/* progress */
@@ -109,6 +156,7 @@ struct rma_engine {
 	pthread_cond_t pt_cv;   /* the progress thread sleeps here meanwhile */
 	int64_t last_activity;
 	int64_t poll_until;      /* when the thread's epoll_wait times out; 0: not asleep */
+	int64_t poll_ns;         /* smallest transport poll_ns; 0 = none */
 	bool in_cb;
 	bool pump;               /* credits freed or a peer became ready */
 	int pollers;             /* threads between epoll_wait and handling */
@@ -119,21 +167,46 @@ struct rma_engine {
 int rma__ops_init(struct rma_engine *e);
 void rma__op_fail(struct rma_engine *e, struct rma__op *op, int err);
 void rma__peer_pump(struct rma_engine *e, struct rma__peer *p);
-void rma__check_deadlines(struct rma_engine *e, int64_t now);
+void rma__pump_all(struct rma_engine *e);
 void rma__pump_pending(struct rma_engine *e);
-void rma__fail_peer_ops(struct rma_engine *e, struct rma__peer *p, int err);
-struct rma__peer *rma__peer_get(struct rma_engine *e, const rma_remote *r,
-				int *err);
 int rma__post_locked(struct rma_engine *e, const struct rma_op *op,
-		     int timeout_ms, struct rma__batch *b, size_t index);
+		     int64_t deadline, struct rma__batch *b, size_t index);
+void rma__op_attach(struct rma_engine *e, struct rma__op *op,
+		    struct rma__peer *p, const struct rma__rentry *ent);
+
+/* peer.c */
+struct rma__peer *rma__peer_find(struct rma_engine *e, uint64_t engine_id,
+				 const struct rma__transport *t);
+int rma__route(struct rma_engine *e, const rma_remote *r,
+	       const struct rma_region *local, unsigned skip,
+	       struct rma__transport **tp, const struct rma__rentry **entp);
+void rma__note_fallback(struct rma_engine *e, uint64_t engine_id,
+			struct rma__transport *from, int err,
+			struct rma__transport *to);
+struct rma__peer *rma__peer_get(struct rma_engine *e, const rma_remote *r,
+				struct rma__transport *t,
+				const struct rma__rentry *ent, int *err);
 void rma__peer_destroy(struct rma_engine *e, struct rma__peer *p, int err);
+void rma__fail_peer_ops(struct rma_engine *e, struct rma__peer *p, int err);
+
+/* cq.c */
+void rma__cq_push(struct rma_engine *e, uint64_t user_data, int64_t res);
+uint32_t rma__cq_take(struct rma_engine *e, struct rma_completion *out,
+		      uint32_t max);
+int rma__cq_init(struct rma_engine *e);
+
+/* wait.c */
 void rma__wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
 		     int64_t deadline);
 
-uint32_t rma__cq_take(struct rma_engine *e, struct rma_completion *out,
-		      uint32_t max);
+/* timer.c */
+int rma__timers_init(struct rma_engine *e, unsigned cap);
+void rma__timers_fini(struct rma_engine *e);
+void rma__timers_run(struct rma_engine *e, int64_t now);
+int64_t rma__timers_next(struct rma_engine *e);
 
 /* progress.c */
+int rma__progress_init(struct rma_engine *e);
 int rma__progress_start(struct rma_engine *e);
 void rma__progress_stop(struct rma_engine *e);
 int rma__progress_once(struct rma_engine *e, int timeout_ms);
@@ -143,10 +216,14 @@ void rma__deliver_callbacks(struct rma_engine *e);
 
 /* region.c */
 void rma__region_free_all(struct rma_engine *e);
+int rma__grant_for(struct rma_region *r, uint64_t off, uint64_t len,
+		   unsigned access, struct rma__grant **out);
 
-/* advert.c: the decoded advertisement */
+/* advert.c: the decoded advertisement, immutable once decoded and shared
+ * (by reference count) with the ops that use it */
 struct rma__rentry {
 	uint8_t wire_id;
+	uint8_t instance;
 	uint16_t len;
 	const uint8_t *blob; /* points into rma_remote.raw */
 	struct rma__rkey rk;
@@ -156,18 +233,23 @@ struct rma_remote {
 	uint64_t key;
 	uint64_t len;
 	unsigned access;
+	unsigned refs;       /* the caller's + one per op using it */
 	unsigned nent;
-	struct rma__rentry ent[RMA__MAX_TRANSPORTS];
+	int64_t expires;     /* wall-clock ns; 0 = never */
+	struct rma__rentry ent[RMA__MAX_ENTRIES];
 	size_t rawlen;
 	uint8_t raw[];
 };
+void rma__remote_ref(rma_remote *r);
+void rma__remote_unref(rma_remote *r);
 
 /* config.c */
 int rma__config_resolve(const struct rma_config *in, struct rma_config *out);
 
+/* tspec.c */
+int rma__tspec_parse(const char *spec, size_t len, struct rma__topts *o);
+
 /* engine.c */
-const struct rma__rentry *rma__route(struct rma_engine *e, const rma_remote *r,
-				     struct rma__transport **t);
-int rma__timeout_ns(struct rma_engine *e, int timeout_ms, int64_t *deadline);
+int rma__deadline(struct rma_engine *e, int timeout_ms, int64_t *deadline);
 
 #endif

@@ -1,5 +1,6 @@
 /* engine.c - engine lifetime, transports, shutdown, introspection. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -21,83 +22,80 @@ const struct rma__engine_params *rma__engine_params(struct rma_engine *e)
 	return &e->p;
 }
 
-/* Is `name` in the comma-separated list (NULL list = everything)? */
-static int listed(const char *list, const char *name)
+/* One instance per spec in the list; with no list, one per compiled
+ * transport that is usable here. */
+static int start_one(struct rma_engine *e, const struct rma__topts *o,
+		     const char *spec, size_t len, bool named)
 {
-	size_t n = strlen(name);
-	if (!list)
-		return 1;
-	for (const char *p = list; *p;) {
-		const char *end = strchr(p, ',');
-		size_t len = end ? (size_t)(end - p) : strlen(p);
-		if (len == n && !strncmp(p, name, n))
-			return 1;
-		if (!end)
-			break;
-		p = end + 1;
+	const struct rma__transport_ops *ops = o->ops;
+	const char *why = "";
+	struct rma__transport *t;
+	int rc;
+
+	if (e->ntr == RMA__MAX_TRANSPORTS) {
+		rma__err("more than %d transport instances", RMA__MAX_TRANSPORTS);
+		return -E2BIG;
 	}
-	return 0;
-}
-
-/* Every name in the list must be a compiled transport. */
-static int check_list(const char *list)
-{
-	unsigned n;
-	const struct rma__transport_ops *const *reg = rma__registry(&n);
-	char buf[256];
-
-	if (!list)
-		return 0;
-	if (strlen(list) >= sizeof buf || !*list)
-		return -EINVAL;
-	strcpy(buf, list);
-	for (char *save, *tok = strtok_r(buf, ",", &save); tok;
-	     tok = strtok_r(NULL, ",", &save)) {
-		unsigned i;
-		for (i = 0; i < n && strcmp(reg[i]->name, tok); i++)
-			;
-		if (i == n) {
-			rma__err("unknown transport '%s'", tok);
-			return -ENOENT;
+	rc = ops->probe(&why);
+	if (rc == 0) {
+		rc = ops->init(e, o, &t);
+		why = "cannot start";
+	}
+	if (rc) {
+		/* Asked for by name: that is an error; else skip it. */
+		if (named) {
+			rma__err("transport %.*s: %s (%s)", (int)len, spec, why,
+				 rma_strerror(rc));
+			return rc;
 		}
+		rma__info("transport %s skipped: %s (%s)", ops->name, why,
+			  rma_strerror(rc));
+		return rc;
 	}
+	t->ops = ops;
+	t->engine = e;
+	t->index = (int)e->ntr;
+	if (!t->level)
+		t->level = ops->level;
+	snprintf(t->spec, sizeof t->spec, "%.*s", (int)len, spec);
+	if (t->poll_ns && (!e->poll_ns || t->poll_ns < e->poll_ns))
+		e->poll_ns = t->poll_ns;
+	e->tr[e->ntr++] = t;
 	return 0;
 }
 
 static int start_transports(struct rma_engine *e)
 {
+	struct rma__topts o;
+	const char *list = e->cfg.transports;
+	int rc, first = 0;
+
+	if (list) {
+		if (!*list)
+			return -EINVAL;
+		/* Check every spec before starting any. */
+		for (int pass = 0; pass < 2; pass++)
+			for (const char *p = list; *p;) {
+				const char *comma = strchr(p, ',');
+				size_t len = comma ? (size_t)(comma - p) : strlen(p);
+				if ((rc = rma__tspec_parse(p, len, &o)))
+					return rc;
+				if (pass && (rc = start_one(e, &o, p, len, true)))
+					return rc;
+				p += len + (comma ? 1 : 0);
+			}
+		return 0;
+	}
 	unsigned n;
 	const struct rma__transport_ops *const *reg = rma__registry(&n);
-	int rc = check_list(e->cfg.transports), first = 0;
-
-	if (rc)
-		return rc;
-	for (unsigned i = 0; i < n && e->ntr < RMA__MAX_TRANSPORTS; i++) {
-		const struct rma__transport_ops *ops = reg[i];
-		const char *why = "";
-		struct rma__transport *t;
-
-		if (!listed(e->cfg.transports, ops->name))
-			continue;
-		rc = ops->probe(&why);
-		if (rc == 0)
-			rc = ops->init(e, &t);
-		if (rc) {
-			/* Asked for by name: that is an error; else skip it. */
-			if (e->cfg.transports) {
-				rma__err("transport %s: %s (%s)", ops->name,
-					 why, rma_strerror(rc));
-				return rc;
-			}
-			rma__info("transport %s skipped: %s", ops->name, why);
-			if (!first)
-				first = rc;
-			continue;
-		}
-		t->ops = ops;
-		t->engine = e;
-		t->index = (int)e->ntr;
-		e->tr[e->ntr++] = t;
+	for (unsigned i = 0; i < n; i++) {
+		memset(&o, 0, sizeof o);
+		o.ops = reg[i];
+		rc = start_one(e, &o, reg[i]->name, strlen(reg[i]->name), false);
+		if (rc == -E2BIG)
+			break;
+		if (rc && !first)
+			first = rc;
 	}
 	return e->ntr ? 0 : first ? first : -EHOSTUNREACH;
 }
@@ -125,6 +123,9 @@ static void engine_free(struct rma_engine *e)
 		close(e->wake_fd);
 	if (e->cq_fd >= 0)
 		close(e->cq_fd);
+	if (e->timer_fd >= 0)
+		close(e->timer_fd);
+	rma__timers_fini(e);
 	free(e->ops);
 	free(e->cq);
 	free(e->transports_str);
@@ -169,7 +170,7 @@ RMA_EXPORT int rma_engine_create(const struct rma_config *cfg, rma_engine **out)
 	e = calloc(1, sizeof *e);
 	if (!e)
 		return -ENOMEM;
-	e->epfd = e->wake_fd = e->cq_fd = -1;
+	e->epfd = e->wake_fd = e->cq_fd = e->timer_fd = -1;
 	{
 		/* Adaptive: held briefly by two or three threads at once; a
 		 * short spin beats a futex sleep and wake-up. */
@@ -210,20 +211,18 @@ RMA_EXPORT int rma_engine_create(const struct rma_config *cfg, rma_engine **out)
 	rc = rma__ops_init(e);
 	if (rc)
 		goto fail;
-	e->cq_cap = e->cfg.cq_depth;
-	e->cq = calloc(e->cq_cap, sizeof *e->cq);
 	e->epfd = epoll_create1(EPOLL_CLOEXEC);
 	e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	e->cq_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	rc = -ENOMEM;
-	if (!e->cq)
-		goto fail;
 	rc = -errno;
-	if (e->epfd < 0 || e->wake_fd < 0 || e->cq_fd < 0)
+	if (e->epfd < 0 || e->wake_fd < 0)
 		goto fail;
 	e->wake_watch.fd = e->wake_fd;
 	e->wake_watch.cb = wake_cb;
 	rc = rma__watch_add(e, &e->wake_watch, EPOLLIN);
+	if (!rc)
+		rc = rma__cq_init(e);
+	if (!rc)
+		rc = rma__progress_init(e);
 	if (rc)
 		goto fail;
 
@@ -242,35 +241,6 @@ fail:
 	return rc;
 }
 
-RMA_EXPORT int rma_engine_address(rma_engine *e, void *buf, size_t cap)
-{
-	uint8_t *b = buf;
-	size_t o = 8;
-	int rc = 0;
-
-	if (!e || (!buf && cap))
-		return -EINVAL;
-	if (cap < 8)
-		return -ENOSPC;
-	rma__put_le64(b, e->p.engine_id);
-	pthread_mutex_lock(&e->mu);
-	for (unsigned i = 0; i < e->ntr && rc >= 0; i++) {
-		struct rma__transport *t = e->tr[i];
-		if (cap - o < 3) {
-			rc = -ENOSPC;
-			break;
-		}
-		rc = t->ops->ad_pack(t, NULL, 0, 0, 0, b + o + 3, cap - o - 3);
-		if (rc >= 0) {
-			b[o] = t->ops->wire_id;
-			rma__put_le16(b + o + 1, (uint16_t)rc);
-			o += 3 + (size_t)rc;
-		}
-	}
-	pthread_mutex_unlock(&e->mu);
-	return rc < 0 ? rc : (int)o;
-}
-
 /* No live user ops (zombies may remain)? */
 static int idle(void *arg)
 {
@@ -279,21 +249,24 @@ static int idle(void *arg)
 
 RMA_EXPORT int rma_engine_shutdown(rma_engine *e, int drain_ms)
 {
-	int cancelled = 0;
+	uint32_t left;
 
 	if (!e)
 		return -EINVAL;
 	pthread_mutex_lock(&e->mu);
 	e->shut = true;
-	if (drain_ms > 0)
-		rma__wait_until(e, idle, e, rma__now_ns() + (int64_t)drain_ms * 1000000);
-	cancelled = !idle(e);
+	if (drain_ms != 0)
+		rma__wait_until(e, idle, e, drain_ms < 0 ? 0
+				: rma__now_ns() + (int64_t)drain_ms * 1000000);
+	left = e->live;
 	/* Dropping every peer cancels whatever is left, zombies included. */
 	while (e->peers)
 		rma__peer_destroy(e, e->peers, -ECANCELED);
 	pthread_mutex_unlock(&e->mu);
 	rma__deliver_callbacks(e);
-	return cancelled ? -ETIMEDOUT : 0;
+	/* Cancelling was asked for (0), or the drain ran out of time. */
+	return drain_ms == 0 ? (int)RMA_MIN(left, INT32_MAX)
+	       : left ? -ETIMEDOUT : 0;
 }
 
 RMA_EXPORT void rma_engine_destroy(rma_engine *e)
@@ -308,36 +281,6 @@ RMA_EXPORT void rma_engine_destroy(rma_engine *e)
 	engine_free(e);
 }
 
-/* Pick the transport for a remote: the highest level both sides have. */
-const struct rma__rentry *rma__route(struct rma_engine *e, const rma_remote *r,
-				     struct rma__transport **tp)
-{
-	const struct rma__rentry *best = NULL;
-	for (unsigned i = 0; i < e->ntr; i++) {
-		struct rma__transport *t = e->tr[i];
-		for (unsigned k = 0; k < r->nent; k++) {
-			if (r->ent[k].wire_id != t->ops->wire_id)
-				continue;
-			if (!best || t->ops->level > (*tp)->ops->level) {
-				best = &r->ent[k];
-				*tp = t;
-			}
-		}
-	}
-	return best;
-}
-
-RMA_EXPORT const char *rma_route(rma_engine *e, const rma_remote *r)
-{
-	struct rma__transport *t = NULL;
-	if (!e || !r)
-		return NULL;
-	pthread_mutex_lock(&e->mu);
-	const struct rma__rentry *ent = rma__route(e, r, &t);
-	pthread_mutex_unlock(&e->mu);
-	return ent ? t->ops->name : NULL;
-}
-
 RMA_EXPORT int rma_transports(struct rma_transport_info *out, size_t max)
 {
 	unsigned n;
@@ -348,6 +291,7 @@ RMA_EXPORT int rma_transports(struct rma_transport_info *out, size_t max)
 		out[i].level = reg[i]->level;
 		out[i].available = reg[i]->probe(&why) == 0;
 		out[i].detail = why;
+		out[i].options = rma__registry_help(i);
 	}
 	return (int)n;
 }
@@ -366,7 +310,9 @@ RMA_EXPORT int rma_transport_raw(rma_engine *e, const char *name, void *out,
 	return rc;
 }
 
-int rma__timeout_ns(struct rma_engine *e, int timeout_ms, int64_t *deadline)
+/* Absolute deadline for timeout_ms (0 = the engine's default, < 0 = none);
+ * 0 means none. */
+int rma__deadline(struct rma_engine *e, int timeout_ms, int64_t *deadline)
 {
 	if (timeout_ms == 0)
 		timeout_ms = e->cfg.timeout_ms;

@@ -32,6 +32,8 @@ static const struct {
 	{ENOTCONN, "peer not connected"},
 	{EBUSY, "resource busy"},
 	{EADDRINUSE, "listen address already in use"},
+	{EKEYEXPIRED, "advertisement expired"},
+	{E2BIG, "too many transport instances"},
 };
 
 RMA_EXPORT const char *rma_strerror(int err)

@@ -12,6 +12,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,9 +61,28 @@ static void bury(struct rma_engine *e)
  * wake it so it re-times its sleep.  Lock held. */
 void rma__retime(struct rma_engine *e)
 {
-	if (e->has_thread && e->poll_until && e->next_deadline &&
-	    e->next_deadline < e->poll_until)
+	int64_t next = rma__timers_next(e);
+	if (e->has_thread && e->poll_until && next && next < e->poll_until)
 		rma__wake(e);
+}
+
+/* The timer fd fired: the round's rma__timers_run does the work. */
+static void timer_cb(struct rma__watch *w, uint32_t events)
+{
+	uint64_t v;
+	if (read(w->fd, &v, sizeof v) < 0) {
+		/* EAGAIN: re-armed meanwhile */
+	}
+}
+
+int rma__progress_init(struct rma_engine *e)
+{
+	e->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (e->timer_fd < 0)
+		return -errno;
+	e->timer_watch.fd = e->timer_fd;
+	e->timer_watch.cb = timer_cb;
+	return rma__watch_add(e, &e->timer_watch, EPOLLIN);
 }
 
 void rma__wake(struct rma_engine *e)
@@ -93,7 +113,8 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms)
 	if (n > 0)
 		e->last_activity = now;
 	rma__pump_pending(e);
-	rma__check_deadlines(e, now);
+	rma__timers_run(e, now);
+	rma__pump_pending(e); /* what expired timers (a transport's) freed */
 	bury(e);
 	/* Threads sleeping in wait_until() re-check their condition. */
 	pthread_cond_broadcast(&e->done_cv);
@@ -123,15 +144,26 @@ void rma__deliver_callbacks(struct rma_engine *e)
 	pthread_mutex_unlock(&e->mu);
 }
 
+/* How long the thread may sleep: not while spinning, nor past the next
+ * timer, a transport's poll interval, or a stalled peer's retry; and only
+ * if every transport agrees (arm). */
 static int sleep_ms(struct rma_engine *e)
 {
 	int64_t now = rma__now_ns();
+	int64_t ms = 1000, next = rma__timers_next(e);
+
 	if (now - e->last_activity < (int64_t)e->cfg.spin_us * 1000)
 		return 0;
-	if (!e->next_deadline)
-		return 1000; /* transports' own timers (handshakes) */
-	int64_t ms = (e->next_deadline - now) / 1000000 + 1;
-	return (int)RMA_MAX(0, RMA_MIN(ms, 1000));
+	if (next)
+		ms = RMA_MIN(ms, RMA_MAX(0, (next - now) / 1000000 + 1));
+	if (e->poll_ns)
+		ms = RMA_MIN(ms, (e->poll_ns + 999999) / 1000000);
+	if (e->stalled || e->pump)
+		ms = RMA_MIN(ms, 1);
+	for (unsigned i = 0; i < e->ntr && ms; i++)
+		if (e->tr[i]->ops->arm(e->tr[i]) == -EAGAIN)
+			ms = 0;
+	return (int)ms;
 }
 
 static void *thread_main(void *arg)
@@ -207,13 +239,6 @@ RMA_EXPORT int rma_progress(rma_engine *e, int timeout_ms)
 	rc = (int)e->cq_count;
 	pthread_mutex_unlock(&e->mu);
 	return rc;
-}
-
-RMA_EXPORT int rma_completion_fd(rma_engine *e)
-{
-	if (!e)
-		return -EINVAL;
-	return (e->flags & RMA_ENGINE_MANUAL_PROGRESS) ? e->epfd : e->cq_fd;
 }
 
 RMA_EXPORT int rma_set_callback(rma_engine *e, rma_complete_cb cb, void *arg)

@@ -1,8 +1,46 @@
-/* region.c - registered memory and the grants (keys) that expose it. */
+/*
+ * region.c - registered memory and the grants (keys) that expose it.
+ *
+ * A grant is a window [off, off+len) of a region with its own random key
+ * and access: what one advertisement names.  Every instance sees each
+ * grant come and go (grant_add / grant_remove), so a NIC transport can
+ * register per grant, with that grant's bounds and access only.
+ */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "core/core.h"
+
+/* ---- accessors for transports ---- */
+
+char *rma__region_addr(const struct rma_region *r) { return r->addr; }
+uint64_t rma__region_len(const struct rma_region *r) { return r->len; }
+unsigned rma__region_access(const struct rma_region *r) { return r->access; }
+void **rma__region_slot(struct rma_region *r, const struct rma__transport *t)
+{
+	return &r->tdata[t->index];
+}
+
+struct rma_region *rma__grant_region(const struct rma__grant *g) { return g->region; }
+uint64_t rma__grant_key(const struct rma__grant *g) { return g->key; }
+uint64_t rma__grant_off(const struct rma__grant *g) { return g->off; }
+uint64_t rma__grant_len(const struct rma__grant *g) { return g->len; }
+unsigned rma__grant_access(const struct rma__grant *g) { return g->access; }
+void **rma__grant_slot(struct rma__grant *g, const struct rma__transport *t)
+{
+	return &g->tdata[t->index];
+}
+
+/* ---- grants ---- */
+
+static void grant_free(struct rma_engine *e, struct rma__grant *g)
+{
+	rma__keytab_del(&e->grants, g->key);
+	for (unsigned i = 0; i < e->ntr; i++)
+		if (g->tmask & 1u << i)
+			e->tr[i]->ops->grant_remove(e->tr[i], g);
+	free(g);
+}
 
 static int grant_new(struct rma_engine *e, struct rma_region *r, uint64_t off,
 		     uint64_t len, unsigned access, struct rma__grant **out)
@@ -25,10 +63,47 @@ static int grant_new(struct rma_engine *e, struct rma_region *r, uint64_t off,
 		free(g);
 		return rc;
 	}
+	for (unsigned i = 0; i < e->ntr; i++) {
+		if (!(r->tmask & 1u << i))
+			continue;
+		rc = e->tr[i]->ops->grant_add(e->tr[i], g);
+		if (rc < 0) {
+			grant_free(e, g);
+			return rc;
+		}
+		if (rc == 0)
+			g->tmask |= 1u << i;
+	}
+	if (!g->tmask) { /* nothing would carry it */
+		grant_free(e, g);
+		return -EOPNOTSUPP;
+	}
 	g->next = r->grants;
 	r->grants = g;
 	*out = g;
 	return 0;
+}
+
+/* The grant for exactly this window, made on first use. */
+int rma__grant_for(struct rma_region *r, uint64_t off, uint64_t len,
+		   unsigned access, struct rma__grant **out)
+{
+	for (struct rma__grant *g = r->grants; g; g = g->next)
+		if (g->off == off && g->len == len && g->access == access) {
+			*out = g;
+			return 0;
+		}
+	return grant_new(r->e, r, off, len, access, out);
+}
+
+/* ---- regions ---- */
+
+static void dereg_all(struct rma_engine *e, struct rma_region *r)
+{
+	for (unsigned i = 0; i < e->ntr; i++)
+		if (r->tmask & 1u << i)
+			e->tr[i]->ops->mem_dereg(e->tr[i], r);
+	r->tmask = 0;
 }
 
 RMA_EXPORT int rma_region_register(rma_engine *e, void *addr, size_t len,
@@ -36,7 +111,6 @@ RMA_EXPORT int rma_region_register(rma_engine *e, void *addr, size_t len,
 {
 	struct rma_region *r;
 	struct rma__grant *g;
-	unsigned i;
 	int rc = 0;
 
 	if (!e || !addr || !len || !out || (access & ~(unsigned)RMA_ACCESS_REMOTE_RW))
@@ -48,15 +122,20 @@ RMA_EXPORT int rma_region_register(rma_engine *e, void *addr, size_t len,
 	r->addr = addr;
 	r->len = len;
 	r->access = access;
+	rma__list_init(&r->users);
 	pthread_mutex_lock(&e->mu);
-	for (i = 0; i < e->ntr; i++)
-		if ((rc = e->tr[i]->ops->mem_reg(e->tr[i], r)))
-			break; /* undo [0, i) below */
-	if (!rc && access) /* i == ntr here: a failure undoes them all */
+	/* Each instance registers it, or declines to carry it. */
+	for (unsigned i = 0; i < e->ntr && rc >= 0; i++) {
+		rc = e->tr[i]->ops->mem_reg(e->tr[i], r);
+		if (rc == 0)
+			r->tmask |= 1u << i;
+	}
+	if (rc >= 0 && !r->tmask)
+		rc = -EOPNOTSUPP; /* every transport declined */
+	if (rc >= 0 && access)
 		rc = grant_new(e, r, 0, len, access, &g);
-	if (rc) {
-		while (i-- > 0)
-			e->tr[i]->ops->mem_dereg(e->tr[i], r);
+	if (rc < 0) {
+		dereg_all(e, r);
 		pthread_mutex_unlock(&e->mu);
 		free(r);
 		return rc;
@@ -70,29 +149,34 @@ RMA_EXPORT int rma_region_register(rma_engine *e, void *addr, size_t len,
 	return 0;
 }
 
+static int users_gone(void *arg)
+{
+	return rma__list_empty(&((struct rma_region *)arg)->users);
+}
+
 /* With the lock held: revoke, cancel local users, unlink, free. */
 static void region_free(struct rma_engine *e, struct rma_region *r)
 {
+	struct rma__lnode *n, *next;
+
 	while (r->grants) {
 		struct rma__grant *g = r->grants;
 		r->grants = g->next;
-		rma__keytab_del(&e->grants, g->key);
-		free(g);
+		grant_free(e, g);
 	}
 	/* Transports stop touching the memory now (a reply half-sent from it
 	 * costs that connection). */
 	for (unsigned i = 0; i < e->ntr; i++)
 		e->tr[i]->ops->revoke(e->tr[i], r);
-	for (uint32_t i = 0; i < e->nops && r->nlocal; i++) {
-		struct rma__op *op = &e->ops[i];
-		if (op->state == RMA__OP_LIVE && op->local == r)
-			rma__op_fail(e, op, -ECANCELED);
+	for (n = r->users.next; n != &r->users; n = next) {
+		next = n->next;
+		rma__op_fail(e, container_of(n, struct rma__op, rnode), -ECANCELED);
 	}
-	for (uint32_t i = 0; i < e->nops; i++)
-		if (e->ops[i].local == r)
-			e->ops[i].local = NULL;
-	for (unsigned i = 0; i < e->ntr; i++)
-		e->tr[i]->ops->mem_dereg(e->tr[i], r);
+	/* Ops whose hardware may still write here (abort pending) hold the
+	 * release until the transport has stopped it. */
+	if (!rma__list_empty(&r->users))
+		rma__wait_until(e, users_gone, r, 0);
+	dereg_all(e, r);
 	if (r->prev)
 		r->prev->next = r->next;
 	else
@@ -118,18 +202,6 @@ void rma__region_free_all(struct rma_engine *e)
 {
 	while (e->regions)
 		region_free(e, e->regions);
-}
-
-/* The grant for exactly this window, made on first use. */
-int rma__grant_for(struct rma_region *r, uint64_t off, uint64_t len,
-		   unsigned access, struct rma__grant **out)
-{
-	for (struct rma__grant *g = r->grants; g; g = g->next)
-		if (g->off == off && g->len == len && g->access == access) {
-			*out = g;
-			return 0;
-		}
-	return grant_new(r->e, r, off, len, access, out);
 }
 
 int rma__target_lookup(struct rma_engine *e, uint64_t key, uint64_t raddr,

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "transport/transport.h"
@@ -19,32 +20,40 @@ static const struct rma__transport_ops *const builtin[] = {
 #define MAX_TRANSPORTS 8
 static struct rma__transport_ops filled[MAX_TRANSPORTS];
 static const struct rma__transport_ops *table[MAX_TRANSPORTS + 1];
+static char help[MAX_TRANSPORTS][512]; /* each one's options, for rma info */
 static unsigned count;
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 
 static int stub_probe(const char **why) { *why = "not implemented"; return -EOPNOTSUPP; }
-static int stub_init(struct rma_engine *e, struct rma__transport **o) { return -EOPNOTSUPP; }
+static int stub_init(struct rma_engine *e, const struct rma__topts *o,
+		     struct rma__transport **out) { return -EOPNOTSUPP; }
 static void stub_fini(struct rma__transport *t) {}
 static int stub_mem_reg(struct rma__transport *t, struct rma_region *r) { return 0; }
 static void stub_mem_dereg(struct rma__transport *t, struct rma_region *r) {}
-static int stub_ad_pack(struct rma__transport *t, struct rma_region *r, uint64_t k,
-			uint64_t o, uint64_t l, void *b, size_t c) { return -EOPNOTSUPP; }
+static int stub_grant_add(struct rma__transport *t, struct rma__grant *g) { return 0; }
+static void stub_grant_remove(struct rma__transport *t, struct rma__grant *g) {}
+static int stub_ad_pack(struct rma__transport *t, const struct rma__grant *g,
+			void *b, size_t c) { return -EOPNOTSUPP; }
 static int stub_ad_parse(const void *b, size_t l, uint64_t k, struct rma__rkey *rk) { return -EOPNOTSUPP; }
+static int stub_reachable(struct rma__transport *t, const void *b, size_t l) { return 0; }
 static int stub_connect(struct rma__transport *t, const void *b, size_t l,
 			uint64_t id, struct rma__peer **o) { return -EOPNOTSUPP; }
 static void stub_disconnect(struct rma__peer *p, int err) {}
 static int stub_post(struct rma__peer *p, const struct rma__xfer *x) { return -EOPNOTSUPP; }
 static void stub_flush(struct rma__peer *p) {}
+static int stub_abort(struct rma__peer *p, uint64_t id, int err) { return 0; }
 static void stub_progress(struct rma__transport *t) {}
+static int stub_arm(struct rma__transport *t) { return 0; }
 static void stub_revoke(struct rma__transport *t, struct rma_region *r) {}
 static int stub_raw(struct rma__transport *t, void *o, size_t c) { return -EOPNOTSUPP; }
 
 static void fill(struct rma__transport_ops *o)
 {
 #define F(op) if (!o->op) o->op = stub_##op
-	F(probe); F(init); F(fini); F(mem_reg); F(mem_dereg); F(ad_pack);
-	F(ad_parse); F(connect); F(disconnect); F(post); F(flush);
-	F(progress); F(revoke); F(raw);
+	F(probe); F(init); F(fini); F(mem_reg); F(mem_dereg); F(grant_add);
+	F(grant_remove); F(ad_pack); F(ad_parse); F(reachable); F(connect);
+	F(disconnect); F(post); F(flush); F(abort); F(progress); F(arm);
+	F(revoke); F(raw);
 #undef F
 }
 
@@ -58,6 +67,7 @@ static int add(const struct rma__transport_ops *ops)
 			return -EEXIST;
 	filled[count] = *ops;
 	fill(&filled[count]);
+	snprintf(help[count], sizeof help[count], "%s", rma__topts_help(ops));
 	table[count] = &filled[count];
 	count++;
 	return 0;
@@ -99,4 +109,22 @@ const struct rma__transport_ops *rma__transport_by_wire(uint8_t id)
 		if (t[i]->wire_id == id)
 			return t[i];
 	return NULL;
+}
+
+const struct rma__transport_ops *rma__transport_by_name(const char *name,
+							size_t len)
+{
+	unsigned n;
+	const struct rma__transport_ops *const *t = rma__registry(&n);
+	for (unsigned i = 0; i < n; i++)
+		if (strlen(t[i]->name) == len && !strncmp(t[i]->name, name, len))
+			return t[i];
+	return NULL;
+}
+
+const char *rma__registry_help(unsigned i)
+{
+	unsigned n;
+	rma__registry(&n);
+	return i < n ? help[i] : "";
 }

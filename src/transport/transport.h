@@ -2,118 +2,242 @@
  * transport.h - what a transport implements, and what the core offers it.
  *
  * A transport is a folder src/transport/<name>/ with one `static const
- * struct rma__transport_ops` listed in registry.c.  Its objects embed the
- * core's (struct rma__transport, struct rma__peer) as their first member and
- * get back to themselves with container_of.  The registry fills unset ops
- * with stubs that answer -EOPNOTSUPP, so the core never tests for NULL.
+ * struct rma__transport_ops` listed in registry.c.  An engine may run several
+ * instances of one transport (two NICs, two providers), each made by init()
+ * from its own options.  Transport objects embed the core's (struct
+ * rma__transport, struct rma__peer) and get back to themselves with
+ * container_of.  The registry fills unset ops with defaults (listed per op
+ * below; most answer -EOPNOTSUPP), so the core never tests for NULL.
  *
  * Threading: every op is called with the engine lock held, and every rma__
- * service below must be called with it held.  Transports never block.
+ * service below must be called with it held.  Ops never block, with one
+ * exception: disconnect() and fini() may wait (briefly) for hardware to stop.
+ *
+ * The full contract, call order and how to test a new transport:
+ * docs/design.md, "Writing a transport".
  */
 #ifndef RMA_TRANSPORT_H
 #define RMA_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/uio.h>
 
 #include "rma.h"
+#include "util/list.h"
 
 #define container_of(ptr, type, member) \
 	((type *)((char *)(ptr) - offsetof(type, member)))
 
 struct rma_engine;
 struct rma_region;
+struct rma__grant;
+struct rma__topts;
 struct rma__transport;
 struct rma__peer;
 
-/* What an op's chunk needs on the wire. */
+/* Positive answers of mem_reg / grant_add / reachable: "not on this
+ * transport".  The region, grant or peer simply does not use it. */
+#define RMA__DECLINE 1
+/* abort(): the hardware may still touch the op's memory; the transport
+ * reports every outstanding chunk (rma__xfer_done) once it no longer can. */
+#define RMA__ABORT_PENDING 1
+
+/* The decoded per-transport part of an advertisement (ad_parse fills it). */
+struct rma__rkey {
+	uint64_t key;        /* the key xfers carry (tcp: the core key) */
+	uint64_t base;       /* raddr of window offset 0 */
+	const uint8_t *raw;  /* longer keys (FI_MR_RAW): bytes inside the blob */
+	uint16_t raw_len;
+};
+
+/* rma__xfer.flags */
+enum {
+	RMA__XFER_LAST = 1u << 0,  /* the op's last chunk */
+	RMA__XFER_FENCE = 1u << 1, /* start after every earlier chunk to this
+				    * peer has completed (only sent to
+				    * transports with RMA__CAP_FENCE; the core
+				    * holds the chunk for the others) */
+};
+
+/* What an op's chunk needs. */
 struct rma__xfer {
 	uint64_t op_id;  /* names the op to rma__xfer_done / rma__op_buf */
 	unsigned kind;   /* RMA_OP_PUT or RMA_OP_GET */
-	uint64_t key;    /* remote key (from the advertisement) */
-	uint64_t raddr;  /* remote address: key's base + offset */
+	unsigned flags;  /* RMA__XFER_* */
+	const struct rma__rkey *rk; /* remote key; valid until the op's
+				     * last chunk is reported */
+	uint64_t raddr;  /* remote address: rk->base + window offset */
 	char *laddr;     /* local memory */
 	struct rma_region *local;
+	void *ldesc;     /* this transport's descriptor of `local` (what
+			  * mem_reg stored in its slot: an MR, an lkey) */
 	uint64_t len;    /* <= the peer's max_msg */
 };
 
-/* The decoded per-transport part of an advertisement. */
-struct rma__rkey {
-	uint64_t key;
-	uint64_t base;
+/* One option a transport takes ("listen", "stripes", "prov"). */
+struct rma__topt_desc {
+	const char *name;
+	const char *help; /* "HOST:PORT to listen on (127.0.0.1:0)" */
+};
+
+/* rma__transport_ops.caps */
+enum {
+	RMA__CAP_FENCE = 1u << 0, /* honours RMA__XFER_FENCE itself */
 };
 
 struct rma__transport_ops {
 	const char *name;
-	int level;          /* enum rma_level */
+	int level;          /* enum rma_level; an instance may change it */
 	uint8_t wire_id;    /* names this transport in advertisements; never reuse */
+	unsigned caps;      /* RMA__CAP_* */
+	/* Options init() accepts, ended by a NULL name.  A spec's first bare
+	 * word is the value of the first option ("ofi:tcp" = "ofi:prov=tcp"). */
+	const struct rma__topt_desc *options;
 
-	/* 0 if usable on this host; else -errno, with a reason in why. */
+	/* 0 if usable on this host; else -errno, with a reason in why.
+	 * Default: -EOPNOTSUPP. */
 	int (*probe)(const char **why);
-	int (*init)(struct rma_engine *e, struct rma__transport **out);
+	/* One instance, with its options (rma__topt).  Set t->level here if
+	 * it depends on them, and t->poll_ns for a transport without fds. */
+	int (*init)(struct rma_engine *e, const struct rma__topts *o,
+		    struct rma__transport **out);
 	void (*fini)(struct rma__transport *t);
 
-	/* Per-region registration (MRs, transport keys). */
+	/* Per-region registration; keep what you need in *rma__region_slot().
+	 * RMA__DECLINE: this transport will not carry the region (GPU memory
+	 * on tcp, a mapping shm cannot share).  Default: 0, nothing to do. */
 	int (*mem_reg)(struct rma__transport *t, struct rma_region *r);
 	void (*mem_dereg)(struct rma__transport *t, struct rma_region *r);
 
-	/* This transport's part of an advertisement for window [off, off+len)
-	 * of r reached with core key `key`; returns bytes written or -ENOSPC. */
-	int (*ad_pack)(struct rma__transport *t, struct rma_region *r,
-		       uint64_t key, uint64_t off, uint64_t len, void *buf,
-		       size_t cap);
-	/* Validate a blob written by ad_pack (no engine needed); fill *rk with
-	 * the key and base that xfers use; core_key is the advertisement's. */
+	/* A grant (a window with its own key and access, what an advertisement
+	 * names) is created / revoked.  A transport may register per grant
+	 * (an MR or memory window with the grant's access and bounds), keeping
+	 * it in *rma__grant_slot().  grant_remove is called for every grant
+	 * grant_add accepted, before the region's mem_dereg, and after it
+	 * returns no peer may reach the window through this transport.
+	 * RMA__DECLINE leaves this transport out of the grant's
+	 * advertisements.  Default: 0, nothing to do. */
+	int (*grant_add)(struct rma__transport *t, struct rma__grant *g);
+	void (*grant_remove)(struct rma__transport *t, struct rma__grant *g);
+
+	/* This instance's advertisement blob for grant g (NULL: the engine
+	 * address); bytes written or -ENOSPC. */
+	int (*ad_pack)(struct rma__transport *t, const struct rma__grant *g,
+		       void *buf, size_t cap);
+	/* Validate a blob written by ad_pack (no engine needed); fill *rk;
+	 * core_key is the advertisement's. */
 	int (*ad_parse)(const void *blob, size_t len, uint64_t core_key,
 			struct rma__rkey *rk);
+	/* Can this instance reach the owner of blob (same host, same fabric,
+	 * same port)?  0 yes, RMA__DECLINE no.  Default: 0. */
+	int (*reachable)(struct rma__transport *t, const void *blob, size_t len);
 
 	/* Start connecting to the peer named by blob (*out zeroed but for the
-	 * transport's part).  The transport reports the result with
-	 * rma__peer_ready() or rma__peer_failed(), either from inside connect
-	 * (reachable, or not, at once) or later from its callbacks; the core
-	 * fills p->t and p->engine_id. */
+	 * transport's part).  Report the result with rma__peer_ready() or
+	 * rma__peer_failed(), from inside connect (known at once) or later.
+	 * Set p->max_msg (and p->credits if the transport has a queue of its
+	 * own) before ready.  The core fills p->t and p->engine_id.  A
+	 * failed connect lets the core fall back to the next level. */
 	int (*connect)(struct rma__transport *t, const void *blob, size_t len,
 		       uint64_t engine_id, struct rma__peer **out);
-	/* Fail everything in flight (rma__xfer_done with err) and free. */
+	/* Fail everything in flight (rma__xfer_done with err) and free.  When
+	 * it returns nothing may touch any op's local memory. */
 	void (*disconnect)(struct rma__peer *p, int err);
 
-	/* Queue one chunk.  The core never posts more than queue_depth
-	 * chunks per peer, so this cannot run out of room. */
+	/* Queue one chunk.  -EAGAIN: no room now; the core keeps the chunk
+	 * and retries after rma__peer_kick() or at the next progress round.
+	 * Other errors fail the op. */
 	int (*post)(struct rma__peer *p, const struct rma__xfer *x);
-	/* Push queued work to the wire (called once per rma_post batch). */
+	/* Push queued work out (once per pump that posted).  Default: none. */
 	void (*flush)(struct rma__peer *p);
+	/* Op op_id died (err: -ETIMEDOUT, -ECANCELED, ...) with chunks still
+	 * posted.  0: its local memory is already safe (the transport checks
+	 * rma__op_live/rma__op_buf before touching it, as tcp does);
+	 * RMA__ABORT_PENDING: the core withholds the op's completion until
+	 * every chunk is reported, which the transport does once the hardware
+	 * is stopped (QP to error and drained, endpoint closed).  Default: 0. */
+	int (*abort)(struct rma__peer *p, uint64_t op_id, int err);
 
-	/* Called once per progress round (transports with no fd to watch). */
+	/* Once per progress round.  Default: nothing. */
 	void (*progress)(struct rma__transport *t);
-	/* Region is being released: stop touching its memory now. */
+	/* The progress thread is about to sleep: 0 if that is safe, -EAGAIN
+	 * if completions arrived (fi_trywait, ibv_req_notify_cq then poll
+	 * again).  Default: 0. */
+	int (*arm)(struct rma__transport *t);
+
+	/* Region is being released: stop touching its memory now.  Called
+	 * after every grant_remove.  Default: nothing. */
 	void (*revoke)(struct rma__transport *t, struct rma_region *r);
 
 	int (*raw)(struct rma__transport *t, void *out, size_t cap);
 };
 
+/* A transport instance; the transport's own object embeds it. */
 struct rma__transport {
 	const struct rma__transport_ops *ops;
 	struct rma_engine *engine;
-	int index; /* slot in the engine and in rma__region.tdata */
+	int index;         /* slot in the engine, regions and grants */
+	int level;         /* enum rma_level of this instance (init may set) */
+	int64_t poll_ns;   /* > 0: no fd tells of its events; the progress
+			    * thread polls at least this often */
+	char spec[64];     /* "tcp", "ofi:prov=tcp": names it in logs */
 };
 
 enum rma__peer_state { RMA__PEER_CONNECTING, RMA__PEER_READY, RMA__PEER_FAILED };
 
-/* Core part of a peer; the transport's peer embeds it. */
+/* Core part of a peer (one remote engine through one instance). */
 struct rma__peer {
 	struct rma__transport *t;
 	uint64_t engine_id;
 	int state;
 	int error;            /* why it failed */
 	uint64_t max_msg;     /* chunk size, set by the transport before ready */
+	unsigned credits;     /* transport's own limit on chunks in flight
+			       * (0: none; the engine's queue_depth still applies) */
+	/* ---- the core's; transports do not touch ---- */
 	unsigned inflight;    /* chunks posted, not yet done */
-	struct rma__peer *next;
-	struct rma__op *qhead, *qtail; /* ops with chunks still to post */
 	unsigned nops;        /* live ops on this peer */
+	bool was_ready;
+	bool stalled;         /* post said -EAGAIN: retry each round */
+	bool fell_back;       /* fallback from here already logged */
+	int64_t retry_at;     /* failed: other routes are preferred until */
+	struct rma__peer *next;
+	struct rma__lnode queue;  /* ops with chunks still to post */
+	struct rma__lnode ops;    /* every live or dying op */
 };
 
-/* ---- core services for transports ---- */
+/* ---- options ---- */
+
+/* Value of option `name` in an instance's spec, or NULL if not given. */
+const char *rma__topt(const struct rma__topts *o, const char *name);
+/* Same, as an unsigned in [lo, hi]: 0 and *out, 1 if absent, -EINVAL. */
+int rma__topt_uint(const struct rma__topts *o, const char *name,
+		   unsigned long lo, unsigned long hi, unsigned long *out);
+
+/* ---- regions and grants ---- */
+
+char *rma__region_addr(const struct rma_region *r);
+uint64_t rma__region_len(const struct rma_region *r);
+unsigned rma__region_access(const struct rma_region *r);
+/* This instance's private slot for r (set in mem_reg, read as xfer->ldesc). */
+void **rma__region_slot(struct rma_region *r, const struct rma__transport *t);
+
+struct rma_region *rma__grant_region(const struct rma__grant *g);
+uint64_t rma__grant_key(const struct rma__grant *g);  /* the core key */
+uint64_t rma__grant_off(const struct rma__grant *g);  /* window in the region */
+uint64_t rma__grant_len(const struct rma__grant *g);
+unsigned rma__grant_access(const struct rma__grant *g);
+void **rma__grant_slot(struct rma__grant *g, const struct rma__transport *t);
+
+/* Target side (software-checked transports): find the memory behind a
+ * remote request, checking key, bounds and access.  0 and *addr, or
+ * -EKEYREJECTED / -ERANGE / -EACCES. */
+int rma__target_lookup(struct rma_engine *e, uint64_t key, uint64_t raddr,
+		       uint64_t len, unsigned access, char **addr,
+		       struct rma_region **region);
+
+/* ---- fds, timers, wake-ups ---- */
 
 /* fd watching: cb runs under the engine lock with the epoll events.
  * A watch is never freed directly: rma__watch_retire() takes it out of the
@@ -130,8 +254,20 @@ int rma__watch_add(struct rma_engine *e, struct rma__watch *w, uint32_t events);
 int rma__watch_mod(struct rma_engine *e, struct rma__watch *w, uint32_t events);
 void rma__watch_retire(struct rma_engine *e, struct rma__watch *w);
 
-/* A chunk finished: `res` is 0 or -errno.  Op ids are never 0.  Safe to call from any
- * transport callback: the core posts freed credits after the callback. */
+/* A one-shot timer: cb runs under the lock in the first progress round at
+ * or after `at` (rma__now_ns() clock).  Re-arm from cb to repeat. */
+struct rma__timer {
+	int64_t at;
+	unsigned slot;  /* the core's: heap position + 1, 0 = not armed */
+	void (*cb)(struct rma__timer *tm);
+};
+void rma__timer_arm(struct rma_engine *e, struct rma__timer *tm, int64_t at);
+void rma__timer_cancel(struct rma_engine *e, struct rma__timer *tm);
+
+/* ---- ops and peers ---- */
+
+/* A chunk finished: `res` is 0 or -errno.  Op ids are never 0.  Safe to
+ * call from any transport callback: the core posts freed credits after. */
 void rma__xfer_done(struct rma_engine *e, uint64_t op_id, uint64_t len, int res);
 /* Where get data for [raddr, raddr+len) of op op_id lands, or NULL when the
  * op is no longer live (failed, timed out, cancelled): discard the data. */
@@ -142,28 +278,30 @@ int rma__op_live(struct rma_engine *e, uint64_t op_id);
 
 void rma__peer_ready(struct rma__peer *p);
 void rma__peer_failed(struct rma__peer *p, int err);
+/* Room again after post answered -EAGAIN: the core posts on its way out
+ * of the current callback or progress round. */
+void rma__peer_kick(struct rma__peer *p);
 
-/* Target side: find the memory behind a remote request, checking key,
- * bounds and access.  0 and *addr, or -EKEYREJECTED / -ERANGE / -EACCES. */
-int rma__target_lookup(struct rma_engine *e, uint64_t key, uint64_t raddr,
-		       uint64_t len, unsigned access, char **addr,
-		       struct rma_region **region);
+/* ---- engine facts ---- */
 
-/* Engine facts transports need. */
 struct rma__engine_params {
-	const char *listen;
+	const char *listen;       /* rma_config.listen: tcp's default */
 	const char *secret;
 	unsigned queue_depth;
-	unsigned stripes;
+	unsigned stripes;         /* rma_config.stripes: tcp's default */
 	uint64_t max_msg_size;
 	uint64_t engine_id;
 };
 const struct rma__engine_params *rma__engine_params(struct rma_engine *e);
 int64_t rma__now_ns(void);
 
-/* Registry: the compiled transports, unset ops filled with stubs. */
+/* ---- registry: the compiled transports, unset ops filled ---- */
 const struct rma__transport_ops *const *rma__registry(unsigned *n);
 const struct rma__transport_ops *rma__transport_by_wire(uint8_t id);
+const struct rma__transport_ops *rma__transport_by_name(const char *name,
+							size_t len);
+const char *rma__registry_help(unsigned i); /* options of entry i */
+const char *rma__topts_help(const struct rma__transport_ops *ops);
 /* Tests only: add a transport before the first engine is created. */
 int rma__registry_add(const struct rma__transport_ops *ops);
 

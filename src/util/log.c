@@ -20,6 +20,12 @@ RMA_EXPORT void rma_set_log(int level, rma_log_cb cb, void *arg)
 	pthread_mutex_unlock(&log_mu);
 }
 
+/* RMA_LOG: the level only; a callback the application set stays. */
+void rma__log_set_level(int level)
+{
+	__atomic_store_n(&log_level, level, __ATOMIC_RELAXED);
+}
+
 int rma__log_enabled(int level)
 {
 	return level <= __atomic_load_n(&log_level, __ATOMIC_RELAXED);

@@ -57,6 +57,7 @@ int rma__crc32c_sse42(uint32_t crc, const void *buf, size_t len, uint32_t *out);
 void rma__log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 int rma__log_enabled(int level);
+void rma__log_set_level(int level);
 #define rma__err(...) rma__log(RMA_LOG_ERROR, __VA_ARGS__)
 #define rma__warn(...) rma__log(RMA_LOG_WARN, __VA_ARGS__)
 #define rma__info(...) rma__log(RMA_LOG_INFO, __VA_ARGS__)

@@ -133,7 +133,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		struct rma_op op = {.kind = plan[i].kind, .local = local,
 				    .local_off = plan[i].loff, .remote = rem,
 				    .remote_off = plan[i].roff, .len = plan[i].len};
-		posted += rma_post(e, &op, 1, -1) == 1;
+		posted += rma_post(e, &op, 1, -1, NULL) == 1;
 	}
 	for (int i = 0; i < 100000 && fd < 0; i++) {
 		rma_progress(e, 0);

@@ -64,7 +64,7 @@ static void *poster(void *arg)
 				.len = len, .user_data = len};
 		}
 		int timeout = rand_r(&s) % 3 ? 1 + rand_r(&s) % 20 : 2000;
-		int r = rma_post(I, ops, (size_t)n, timeout);
+		int r = rma_post(I, ops, (size_t)n, timeout, NULL);
 		pthread_rwlock_unlock(&ilock);
 		pthread_rwlock_unlock(&tlock);
 		if (r > 0)

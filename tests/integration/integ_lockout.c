@@ -10,11 +10,11 @@
  *           real initiator comes from 127.0.0.1 and must evict the
  *           idlest of all
  *   idle    an authenticated connection with nothing in flight is closed
- *           after the idle timeout (RMA_TCP_IDLE_MS); an engine whose
+ *           after the idle timeout (tcp option idle_ms); an engine whose
  *           connection was closed that way still gets through
  * argv[1] picks one.  Needs about 2 x 4,200 fds: raises RLIMIT_NOFILE, and
  * when the hard limit is too low runs authed with fewer connections (the
- * target's RMA_TCP_MAX_CONNS lowered to match, printed) or skips.
+ * target's max_conns option lowered to match, printed) or skips.
  */
 #include <errno.h>
 #include <arpa/inet.h>
@@ -207,7 +207,7 @@ int main(int argc, char **argv)
 	const char *mode = argc > 1 ? argv[1] : "held";
 	int authed = AUTHED;
 	struct rlimit rl;
-	char num[32];
+	char spec[128] = "tcp";
 
 	test_watchdog(110);
 	/* Both processes hold one end of each connection, plus the target's
@@ -219,8 +219,6 @@ int main(int argc, char **argv)
 			SKIP("RLIMIT_NOFILE hard limit %llu < %llu",
 			     (unsigned long long)rl.rlim_max, (unsigned long long)want);
 		authed = ((int)rl.rlim_max - 512) & ~1;
-		snprintf(num, sizeof num, "%d", authed);
-		setenv("RMA_TCP_MAX_CONNS", num, 1);
 		printf("fds short: %d authenticated connections, target cap lowered to match\n",
 		       authed);
 	}
@@ -230,12 +228,12 @@ int main(int argc, char **argv)
 		CHECK_RC(setrlimit(RLIMIT_NOFILE, &rl), 0);
 	}
 	if (!strcmp(mode, "idle"))
-		setenv("RMA_TCP_IDLE_MS", "300", 1);
-	snprintf(num, sizeof num, "%d", authed / 2);
+		snprintf(spec, sizeof spec, "tcp:idle_ms=300");
 	if (!strcmp(mode, "authed"))
-		setenv("RMA_TCP_MAX_ADDR_CONNS", num, 1);
+		snprintf(spec, sizeof spec, "tcp:max_conns=%d:max_addr_conns=%d",
+			 authed, authed / 2);
 
-	struct target_opts o = {.transports = "tcp", .secret = SECRET,
+	struct target_opts o = {.transports = spec, .secret = SECRET,
 				.rw_size = MiB};
 	struct target t;
 	if (target_start(&t, &o))

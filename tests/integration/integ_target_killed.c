@@ -28,7 +28,7 @@ int main(void)
 		ops[i] = (struct rma_op){ .kind = RMA_OP_GET, .local = l,
 					  .remote = rem, .len = SIZE,
 					  .user_data = (uint64_t)i };
-	CHECK_RC(rma_post(e, ops, N, DEADLINE_MS), N);
+	CHECK_RC(rma_post(e, ops, N, DEADLINE_MS, NULL), N);
 	test_sleep_ms(5);
 	CHECK(kill(t.pid, SIGKILL) == 0);
 	int64_t t0 = test_now_ms();

@@ -46,7 +46,7 @@ int main(void)
 
 	/* The same through rma_post. */
 	t0 = test_now_ms();
-	CHECK_RC(rma_post(e, ops, 2, 300), 2);
+	CHECK_RC(rma_post(e, ops, 2, 300, NULL), 2);
 	struct rma_completion c[2];
 	int got = 0;
 	while (got < 2 && test_now_ms() - t0 < 5000) {

@@ -12,18 +12,35 @@ struct fake_peer {
 	struct rma__peer base;
 };
 
+static const struct rma__topt_desc f_options[] = {
+	{"level", "tcp|nic|memory (default memory)"},
+	{"poll", "MS: no fd, poll every MS milliseconds"},
+	{NULL, NULL},
+};
+
 static int f_probe(const char **why)
 {
 	*why = "test fake";
 	return 0;
 }
 
-static int f_init(struct rma_engine *e, struct rma__transport **out)
+static int f_init(struct rma_engine *e, const struct rma__topts *o,
+		  struct rma__transport **out)
 {
+	const char *lvl = rma__topt(o, "level");
+	unsigned long poll_ms = 0;
 	struct rma__transport *t = calloc(1, sizeof *t);
 	if (!t)
 		return -ENOMEM;
 	t->engine = e;
+	if (rma__topt_uint(o, "poll", 1, 1000, &poll_ms) < 0) {
+		free(t);
+		return -EINVAL;
+	}
+	t->poll_ns = (int64_t)poll_ms * 1000000;
+	if (lvl)
+		t->level = !strcmp(lvl, "tcp") ? RMA_LEVEL_TCP
+			   : !strcmp(lvl, "nic") ? RMA_LEVEL_NIC : RMA_LEVEL_MEMORY;
 	*out = t;
 	return 0;
 }
@@ -33,19 +50,46 @@ static void f_fini(struct rma__transport *t)
 	free(t);
 }
 
-/* Blob: u64 magic | u64 base.  With r == NULL (the engine address) just
- * the magic. */
-static int f_ad_pack(struct rma__transport *t, struct rma_region *r,
-		     uint64_t key, uint64_t off, uint64_t len, void *buf,
-		     size_t cap)
+static int f_mem_reg(struct rma__transport *t, struct rma_region *r)
+{
+	if (fake.decline_regions)
+		return RMA__DECLINE;
+	fake.mem_regs++;
+	/* The descriptor xfers carry back as ldesc. */
+	*rma__region_slot(r, t) = rma__region_addr(r);
+	return 0;
+}
+
+static void f_mem_dereg(struct rma__transport *t, struct rma_region *r)
+{
+	fake.mem_deregs++;
+}
+
+static int f_grant_add(struct rma__transport *t, struct rma__grant *g)
+{
+	if (fake.decline_grants)
+		return RMA__DECLINE;
+	fake.grant_adds++;
+	return 0;
+}
+
+static void f_grant_remove(struct rma__transport *t, struct rma__grant *g)
+{
+	fake.grant_removes++;
+}
+
+/* Blob: u64 magic | u64 base.  For the engine address (g NULL) just the
+ * magic. */
+static int f_ad_pack(struct rma__transport *t, const struct rma__grant *g,
+		     void *buf, size_t cap)
 {
 	uint8_t *b = buf;
-	size_t need = r ? 16 : 8;
+	size_t need = g ? 16 : 8;
 	if (cap < need)
 		return -ENOSPC;
 	rma__put_le64(b, 0xFA4EFA4EFA4EFA4EULL);
-	if (r)
-		rma__put_le64(b + 8, FAKE_BASE + off);
+	if (g)
+		rma__put_le64(b + 8, FAKE_BASE + rma__grant_off(g));
 	return (int)need;
 }
 
@@ -60,16 +104,22 @@ static int f_ad_parse(const void *blob, size_t len, uint64_t core_key,
 	return 0;
 }
 
+static int f_reachable(struct rma__transport *t, const void *blob, size_t len)
+{
+	return fake.unreachable ? RMA__DECLINE : 0;
+}
+
 static int f_connect(struct rma__transport *t, const void *blob, size_t len,
 		     uint64_t engine_id, struct rma__peer **out)
 {
+	if (fake.connect_err)
+		return fake.connect_err;
 	struct fake_peer *p = calloc(1, sizeof *p);
 	if (!p)
 		return -ENOMEM;
 	const struct rma__engine_params *par = rma__engine_params(t->engine);
-	p->base.t = t;
-	p->base.engine_id = engine_id;
 	p->base.max_msg = par->max_msg_size ? par->max_msg_size : FAKE_MAX_MSG;
+	p->base.credits = fake.credits;
 	fake.peer_max_msg = p->base.max_msg;
 	fake.connects++;
 	fake.peer = &p->base;
@@ -99,6 +149,12 @@ static void f_disconnect(struct rma__peer *p, int err)
 
 static int f_post(struct rma__peer *p, const struct rma__xfer *x)
 {
+	if (fake.post_blocked || fake.post_eagain) {
+		if (fake.post_eagain)
+			fake.post_eagain--;
+		fake.eagains++;
+		return -EAGAIN;
+	}
 	if (fake.nxfers == FAKE_MAX_XFERS)
 		FAIL("fake transport: more than %d xfers posted", FAKE_MAX_XFERS);
 	fake.xfers[fake.nxfers].x = *x;
@@ -115,11 +171,28 @@ static void f_flush(struct rma__peer *p)
 	fake.flushes++;
 }
 
+static int f_abort(struct rma__peer *p, uint64_t op_id, int err)
+{
+	if (fake.aborts < RMA_ARRAY_SIZE(fake.abort_err)) {
+		fake.abort_err[fake.aborts] = err;
+		fake.abort_op[fake.aborts] = op_id;
+	}
+	fake.aborts++;
+	return fake.abort_pending ? RMA__ABORT_PENDING : 0;
+}
+
 static void f_progress(struct rma__transport *t)
 {
+	fake.progresses++;
 	if (fake.defer_ready && fake.peer &&
 	    fake.peer->state == RMA__PEER_CONNECTING)
 		rma__peer_ready(fake.peer);
+}
+
+static int f_arm(struct rma__transport *t)
+{
+	fake.arms++;
+	return 0;
 }
 
 static void f_revoke(struct rma__transport *t, struct rma_region *r)
@@ -131,16 +204,24 @@ static const struct rma__transport_ops fake_ops = {
 	.name = "fake",
 	.level = RMA_LEVEL_MEMORY,
 	.wire_id = FAKE_WIRE_ID,
+	.options = f_options,
 	.probe = f_probe,
 	.init = f_init,
 	.fini = f_fini,
+	.mem_reg = f_mem_reg,
+	.mem_dereg = f_mem_dereg,
+	.grant_add = f_grant_add,
+	.grant_remove = f_grant_remove,
 	.ad_pack = f_ad_pack,
 	.ad_parse = f_ad_parse,
+	.reachable = f_reachable,
 	.connect = f_connect,
 	.disconnect = f_disconnect,
 	.post = f_post,
 	.flush = f_flush,
+	.abort = f_abort,
 	.progress = f_progress,
+	.arm = f_arm,
 	.revoke = f_revoke,
 };
 
@@ -188,6 +269,14 @@ unsigned fake_complete_all(rma_engine *e, int res)
 			n++;
 		}
 	return n;
+}
+
+void fake_kick(rma_engine *e)
+{
+	pthread_mutex_lock(&e->mu);
+	CHECK(fake.peer != NULL);
+	rma__peer_kick(fake.peer);
+	pthread_mutex_unlock(&e->mu);
 }
 
 char *fake_op_buf(rma_engine *e, unsigned i)

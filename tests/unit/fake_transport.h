@@ -1,6 +1,9 @@
 /*
  * fake_transport.h - a transport that records what the core posts and
- * completes nothing until the test says so.  Level MEMORY, name "fake".
+ * completes nothing until the test says so.  Level MEMORY (option
+ * "level=tcp|nic|memory" changes it), name "fake".  Knobs in `fake` make it
+ * exercise each contract of transport.h: back-pressure, declining, grants,
+ * abort, arm, credits.
  *
  * The test drives it from its own thread: fake_complete() takes the engine
  * lock (as transports are called with it held) and reports chunks done.
@@ -38,6 +41,20 @@ struct fake_state {
 	int defer_ready;
 	/* nonzero: connect reports the peer failed with it, at once */
 	int fail_connect;
+	/* nonzero: connect returns it (no peer at all) */
+	int connect_err;
+	/* posts answering -EAGAIN before one is taken; stays -EAGAIN while
+	 * post_blocked is set (cleared by the test, then fake_kick) */
+	unsigned post_eagain;
+	int post_blocked;
+	unsigned eagains;         /* -EAGAIN answers given */
+	int decline_regions, decline_grants, unreachable;
+	int abort_pending;        /* abort answers RMA__ABORT_PENDING */
+	unsigned credits;         /* set as the peer's credits */
+	unsigned mem_regs, mem_deregs, grant_adds, grant_removes, arms;
+	unsigned aborts, progresses;
+	int abort_err[64];        /* err of each abort, in order */
+	uint64_t abort_op[64];
 };
 
 extern struct fake_state fake;
@@ -63,6 +80,9 @@ int fake_op_live(rma_engine *e, unsigned i);
 /* Drive progress until a completion is waiting or timeout_ms passes;
  * returns the number polled into c (0 or 1). */
 int fake_wait_one(rma_engine *e, struct rma_completion *c, int timeout_ms);
+
+/* The peer's room came back after -EAGAIN (rma__peer_kick, under the lock). */
+void fake_kick(rma_engine *e);
 
 /* A remote for window [off, off+len) of region r (advertise + decode). */
 rma_remote *fake_remote(rma_region *r, uint64_t off, uint64_t len);

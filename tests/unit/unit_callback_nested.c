@@ -62,7 +62,7 @@ int main(void)
 
 	struct rma_op a = {.kind = RMA_OP_GET, .local = ir, .remote = live,
 			   .len = 8, .user_data = 7};
-	CHECK_RC(rma_post(init, &a, 1, 5000), 1);
+	CHECK_RC(rma_post(init, &a, 1, 5000, NULL), 1);
 	int64_t t0 = test_now_ms();
 	int64_t outer = rma_read_into(init, ir, dead, 3000);
 	int64_t outer_ms = test_now_ms() - t0;

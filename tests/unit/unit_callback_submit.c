@@ -44,7 +44,7 @@ int main(void)
 
 	struct rma_op op = {.kind = RMA_OP_GET, .local = local, .remote = rem,
 			    .len = 8, .user_data = 42};
-	CHECK_RC(rma_post(e, &op, 1, 5000), 1);
+	CHECK_RC(rma_post(e, &op, 1, 5000, NULL), 1);
 
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);

@@ -26,7 +26,7 @@ static void run(unsigned kind)
 	struct rma_op op = { .kind = kind, .local = lr, .local_off = loff,
 			     .remote = rem, .remote_off = roff, .len = len,
 			     .user_data = 42 };
-	CHECK_RC(rma_post(e, &op, 1, -1), 1);
+	CHECK_RC(rma_post(e, &op, 1, -1, NULL), 1);
 	rma_remote_free(rem); /* allowed once posted */
 	rma_progress(e, 0);
 
@@ -48,7 +48,7 @@ static void run(unsigned kind)
 		seen[k] = 1;
 		CHECK_EQ(x->op_id, op_id);
 		CHECK_EQ(x->kind, kind);
-		CHECK_EQ_U64(x->key, key);
+		CHECK_EQ_U64(x->rk->key, key);
 		CHECK_EQ_U64(x->raddr, FAKE_BASE + woff + roff + k * M);
 		CHECK_EQ(x->len, k == 10 ? 3 : M);
 		CHECK(x->local == lr);

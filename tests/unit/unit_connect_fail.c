@@ -1,6 +1,7 @@
 /* A transport that learns inside connect() that the peer cannot be reached
- * reports rma__peer_failed() there: the post is refused with that error,
- * no completion is delivered, and a later post connects afresh. */
+ * reports rma__peer_failed() there: the post is refused with that error (no
+ * other route exists), no completion is delivered, and a later post
+ * connects afresh, freeing the failed peer then. */
 #include <errno.h>
 
 #include "check.h"
@@ -24,14 +25,15 @@ int main(void)
 			     .len = 4096, .user_data = 9 };
 
 	fake.fail_connect = -EHOSTDOWN;
-	CHECK_RC(rma_post(e, &op, 1, 2000), -EHOSTDOWN);
-	CHECK_EQ(fake.disconnects, 1); /* the failed peer was freed */
+	CHECK_RC(rma_post(e, &op, 1, 2000, NULL), -EHOSTDOWN);
+	CHECK_EQ(fake.disconnects, 0); /* kept, so routing can pass over it */
 	rma_progress(e, 0);
 	CHECK_EQ(rma_poll(e, &c, 1), 0);
 
 	fake.fail_connect = 0;
-	CHECK_RC(rma_post(e, &op, 1, 2000), 1);
+	CHECK_RC(rma_post(e, &op, 1, 2000, NULL), 1);
 	CHECK_EQ(fake.connects, 2);
+	CHECK_EQ(fake.disconnects, 1); /* the failed one, replaced */
 	fake_complete_all(e, 0);
 	CHECK_EQ(fake_wait_one(e, &c, 2000), 1);
 	CHECK_EQ(c.user_data, 9);

@@ -32,7 +32,7 @@ int main(void)
 					  .local = lr, .local_off = i * len,
 					  .remote = rem, .remote_off = i * len,
 					  .len = len, .user_data = i };
-	CHECK_RC(rma_post(e, ops, NOPS, -1), NOPS);
+	CHECK_RC(rma_post(e, ops, NOPS, -1, NULL), NOPS);
 	rma_progress(e, 0);
 	CHECK_EQ(fake.outstanding, Q);
 	CHECK_EQ(fake.nxfers, Q);

@@ -25,13 +25,13 @@ int main(void)
 
 	struct rma_op a = {.kind = RMA_OP_GET, .local = ir, .remote = rem,
 			   .len = 8, .user_data = 1};
-	CHECK_RC(rma_post(e, &a, 1, 30000), 1);
+	CHECK_RC(rma_post(e, &a, 1, 30000, NULL), 1);
 	for (int k = 0; k < 5; k++) {
 		struct rma_completion c;
 		test_sleep_ms(150); /* the thread is asleep until the 30 s one */
 		a.user_data = 2;
 		int64_t t0 = test_now_ms();
-		CHECK_RC(rma_post(e, &a, 1, 10), 1);
+		CHECK_RC(rma_post(e, &a, 1, 10, NULL), 1);
 		while (rma_poll(e, &c, 1) == 0)
 			test_sleep_ms(1);
 		int64_t dt = test_now_ms() - t0;

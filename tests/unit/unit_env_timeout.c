@@ -29,8 +29,8 @@ int main(void)
 		  .len = 4096, .user_data = 2 },
 	};
 	int64_t t0 = test_now_ms();
-	CHECK_RC(rma_post(e, &ops[0], 1, 0), 1);  /* the default: 300 ms */
-	CHECK_RC(rma_post(e, &ops[1], 1, -1), 1); /* no deadline */
+	CHECK_RC(rma_post(e, &ops[0], 1, 0, NULL), 1);  /* the default: 300 ms */
+	CHECK_RC(rma_post(e, &ops[1], 1, -1, NULL), 1); /* no deadline */
 	CHECK_EQ(fake_wait_one(e, &c, 5000), 1);
 	int64_t dt = test_now_ms() - t0;
 	CHECK_EQ(c.user_data, 1);

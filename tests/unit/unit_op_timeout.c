@@ -33,7 +33,7 @@ int main(void)
 					  .remote = rem, .remote_off = i * len,
 					  .len = len, .user_data = 10 + i };
 	int64_t t0 = test_now_ms();
-	CHECK_RC(rma_post(e, ops, NOPS, TIMEOUT_MS), NOPS);
+	CHECK_RC(rma_post(e, ops, NOPS, TIMEOUT_MS, NULL), NOPS);
 	rma_progress(e, 0);
 	CHECK_EQ(fake.nxfers, 3 * NOPS);
 	/* One chunk of op 0 does complete; the op still times out. */

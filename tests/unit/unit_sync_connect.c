@@ -24,7 +24,7 @@ int main(void)
 
 	struct rma_op op = { .kind = RMA_OP_PUT, .local = lr, .remote = rem,
 			     .len = len, .user_data = 5 };
-	CHECK_RC(rma_post(e, &op, 1, 2000), 1);
+	CHECK_RC(rma_post(e, &op, 1, 2000, NULL), 1);
 	for (int i = 0; i < 5 && fake.nxfers < 3; i++)
 		rma_progress(e, 1);
 	CHECK_EQ(fake.connects, 1);

@@ -134,7 +134,7 @@ static void fake_server(void)
 							    .stripes = 1});
 	CHECK_RC(rma_region_register(e, local, sizeof local, 0, &l), 0);
 	struct rma_op op = {.kind = RMA_OP_PUT, .local = l, .remote = rem, .len = 64};
-	CHECK_RC(rma_post(e, &op, 1, 5000), 1);
+	CHECK_RC(rma_post(e, &op, 1, 5000, NULL), 1);
 
 	int fd = accept(lfd, NULL, NULL);
 	CHECK(fd >= 0);

@@ -69,7 +69,7 @@ int main(void)
 				.remote = rr, .remote_off = (uint64_t)(i % 16) * RLEN,
 				.len = RLEN, .user_data = (uint64_t)(2 * i + 1)};
 		}
-		CHECK_EQ(rma_post(e, ops, NOPS, 20000), NOPS);
+		CHECK_EQ(rma_post(e, ops, NOPS, 20000, NULL), NOPS);
 		/* The requests are out; we do not read, the target stalls. */
 		test_sleep_ms(300);
 		rma_region_release(r);

@@ -40,7 +40,7 @@ int main(void)
 			{.kind = RMA_OP_PUT, .local = ir, .local_off = n1,
 			 .remote = rem, .remote_off = n1, .len = 1, .user_data = 2},
 		};
-		CHECK_RC(rma_post(e, ops, 2, 5000), 2);
+		CHECK_RC(rma_post(e, ops, 2, 5000, NULL), 2);
 		test_sleep_ms(300); /* both replies wait in the socket */
 		int got = 0;
 		struct rma_completion c[2];

@@ -49,7 +49,7 @@ int main(void)
 		memset(tmem, 0, OPLEN);
 		struct rma_op op = {.kind = RMA_OP_PUT, .local = l, .remote = rem,
 				    .len = OPLEN};
-		CHECK_EQ(rma_post(e, &op, 1, 10000), 1);
+		CHECK_EQ(rma_post(e, &op, 1, 10000, NULL), 1);
 		CHECK_EQ(wait_one(e), OPLEN);
 		ptrdiff_t bad = test_check_fill(tmem, OPLEN, (uint64_t)round + 1);
 		CHECKF(bad < 0, "round %d: put complete, target byte %td wrong "
@@ -59,7 +59,7 @@ int main(void)
 		test_fill(tmem, OPLEN, (uint64_t)round + 100);
 		memset(lmem, 0, OPLEN);
 		op.kind = RMA_OP_GET;
-		CHECK_EQ(rma_post(e, &op, 1, 10000), 1);
+		CHECK_EQ(rma_post(e, &op, 1, 10000, NULL), 1);
 		CHECK_EQ(wait_one(e), OPLEN);
 		bad = test_check_fill(lmem, OPLEN, (uint64_t)round + 100);
 		CHECKF(bad < 0, "round %d: get complete, local byte %td wrong "

@@ -79,7 +79,7 @@ int main(void)
 		test_sleep_ms(300);
 		int before = cb_count;
 		int64_t t0 = test_now_ms();
-		CHECK_RC(rma_post(e, &op, 1, 1000), 1);
+		CHECK_RC(rma_post(e, &op, 1, 1000, NULL), 1);
 		while (cb_count == before && test_now_ms() - t0 < 3000)
 			test_sleep_ms(1);
 		CHECK_EQ(cb_count, before + 1);

@@ -28,7 +28,7 @@ int main(void)
 		{ .kind = RMA_OP_GET, .local = lr, .local_off = len, .remote = rem,
 		  .remote_off = len, .len = len, .user_data = 2 },
 	};
-	CHECK_RC(rma_post(e, ops, 2, -1), 2);
+	CHECK_RC(rma_post(e, ops, 2, -1, NULL), 2);
 	rma_progress(e, 0);
 	CHECK_EQ(fake.nxfers, 8);
 

@@ -23,7 +23,7 @@ int main(void)
 		struct rma_op op = { .kind = kind, .local = lr, .local_off = 4096,
 				     .remote = rem, .remote_off = 4096,
 				     .len = 0, .user_data = 7 + kind };
-		CHECK_RC(rma_post(e, &op, 1, -1), 1);
+		CHECK_RC(rma_post(e, &op, 1, -1, NULL), 1);
 		CHECK_EQ(fake_wait_one(e, &c, 2000), 1);
 		CHECK_EQ(c.user_data, 7 + kind);
 		CHECK_EQ(c.result, 0);

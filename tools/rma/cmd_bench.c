@@ -358,7 +358,7 @@ static bool phase_over(const struct bench_args *a, uint64_t posted,
 /* Top the window up; returns ops posted (maybe 0 on -EAGAIN) or -errno. */
 static int post_some(const struct bench *b, struct rma_op *ops, size_t want)
 {
-	int rc = rma_post(b->e, ops, want, 0);
+	int rc = rma_post(b->e, ops, want, 0, NULL);
 
 	return rc == -EAGAIN ? 0 : rc;
 }
@@ -595,9 +595,9 @@ static int run_bench(const struct bench_args *a, const char *token)
 			       rma_strerror(rc));
 		goto out;
 	}
-	b.route = rma_route(b.e, b.remote);
-	if (!b.route)
-		b.route = a->transports ? a->transports : "?";
+	struct rma_route_info ri;
+	b.route = rma_peer_route(b.e, b.remote, &ri) == 0 ? ri.transport
+		  : a->transports ? a->transports : "?";
 	rc = run_sizes(&b);
 out:
 	if (b.local)

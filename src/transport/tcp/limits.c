@@ -22,38 +22,38 @@
 
 #define REFUSAL_LOG_NS (10LL * 1000000000)
 
-static unsigned env_uint(const char *name, unsigned dflt)
+int rma__tcp_limits_init(struct tcp_limits *l, const struct rma__topts *o)
 {
-	const char *v = getenv(name);
-	char *end;
-	if (!v || !*v)
-		return dflt;
-	unsigned long x = strtoul(v, &end, 10);
-	if (*end || x > 1000000000ul) {
-		rma__warn("tcp: ignoring %s='%s' (want a count)", name, v);
-		return dflt;
-	}
-	return (unsigned)x;
-}
+	static const struct {
+		const char *name;
+		unsigned long lo, hi, dflt;
+	} opt[] = {
+		{"max_conns", 1, 1u << 20, 4096},
+		{"max_handshakes", 1, 1u << 16, 64},
+		{"max_addr_conns", 1, 1u << 20, 4096},
+		{"max_addr_handshakes", 1, 1u << 16, 32},
+		{"handshake_ms", 100, 600000, 3000},
+		{"idle_ms", 0, 86400000, 120000},
+	};
+	unsigned long v[RMA_ARRAY_SIZE(opt)];
 
-void rma__tcp_limits_init(struct tcp_limits *l)
-{
-	/* Interim: environment variables, until transport options carry
-	 * them (conns, handshakes, addr_conns, addr_handshakes, idle_ms). */
-	l->conns = env_uint("RMA_TCP_MAX_CONNS", 4096);
-	l->handshakes = env_uint("RMA_TCP_MAX_HANDSHAKES", 64);
-	l->addr_conns = env_uint("RMA_TCP_MAX_ADDR_CONNS", 4096);
-	l->addr_handshakes = env_uint("RMA_TCP_MAX_ADDR_HANDSHAKES", 32);
-	l->handshake_ns = 3LL * 1000000000;
-	l->idle_ns = (int64_t)env_uint("RMA_TCP_IDLE_MS", 120000) * 1000000;
-	if (!l->conns)
-		l->conns = 1;
-	if (!l->handshakes)
-		l->handshakes = 1;
-	if (!l->addr_conns)
-		l->addr_conns = 1;
-	if (!l->addr_handshakes)
-		l->addr_handshakes = 1;
+	for (size_t i = 0; i < RMA_ARRAY_SIZE(opt); i++) {
+		int rc = rma__topt_uint(o, opt[i].name, opt[i].lo, opt[i].hi, &v[i]);
+		if (rc < 0) {
+			rma__err("tcp: option %s: want a number in [%lu, %lu]",
+				 opt[i].name, opt[i].lo, opt[i].hi);
+			return rc;
+		}
+		if (rc > 0)
+			v[i] = opt[i].dflt;
+	}
+	l->conns = (unsigned)v[0];
+	l->handshakes = (unsigned)v[1];
+	l->addr_conns = (unsigned)v[2];
+	l->addr_handshakes = (unsigned)v[3];
+	l->handshake_ns = (int64_t)v[4] * 1000000;
+	l->idle_ns = (int64_t)v[5] * 1000000;
+	return 0;
 }
 
 void rma__tcp_raddr(const struct sockaddr_storage *sa, uint8_t out[16])
@@ -184,8 +184,12 @@ void rma__tcp_authenticated(struct conn *c)
 	big_buffers(c);
 }
 
-void rma__tcp_timers(struct tcp_tr *tt, int64_t now)
+static void tick(struct rma__timer *tm)
 {
+	struct tcp_tr *tt = container_of(tm, struct tcp_tr, tick);
+	int64_t now = rma__now_ns();
+	bool pending = false;
+
 	for (struct conn *c = tt->served, *next; c; c = next) {
 		next = c->next;
 		if (c->hs == HS_SETUP && now > c->hs_deadline) {
@@ -201,6 +205,20 @@ void rma__tcp_timers(struct tcp_tr *tt, int64_t now)
 			next = c->next;
 			if (c->hs != HS_READY && now > c->hs_deadline)
 				rma__tcp_conn_kill(c, -ETIMEDOUT);
+			else if (c->hs != HS_READY)
+				pending = true;
 		}
 	rma__refusals_log(&tt->refusals, now);
+	for (int i = 0; i < RMA__REFUSED_N; i++)
+		pending |= tt->refusals.n[i] != 0;
+	if (pending || (tt->served && (tt->nhandshakes || tt->lim.idle_ns)))
+		rma__timer_arm(tt->e, &tt->tick, now + TICK_NS);
+}
+
+void rma__tcp_timer_start(struct tcp_tr *tt)
+{
+	if (!tt->tick.slot) {
+		tt->tick.cb = tick;
+		rma__timer_arm(tt->e, &tt->tick, rma__now_ns() + TICK_NS);
+	}
 }

@@ -69,20 +69,8 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 		tt->served = c;
 		tt->nserved++;
 		tt->nhandshakes++;
+		rma__tcp_timer_start(tt);
 	}
-}
-
-/* Handshakes that never finish lose their connection, on both sides; idle
- * target connections close (limits.c). */
-static void tcp_progress(struct rma__transport *t)
-{
-	struct tcp_tr *tt = container_of(t, struct tcp_tr, base);
-	int64_t now = rma__now_ns();
-
-	if (now < tt->next_timer)
-		return;
-	tt->next_timer = now + 100 * 1000000LL;
-	rma__tcp_timers(tt, now);
 }
 
 /* ---- ops table ---- */
@@ -93,17 +81,42 @@ static int tcp_probe(const char **why)
 	return 0;
 }
 
-static int tcp_init(struct rma_engine *e, struct rma__transport **out)
+static const struct rma__topt_desc tcp_options[] = {
+	{"listen", "HOST:PORT to listen on, [::] or 0.0.0.0 for every address "
+		   "(default rma_config.listen, else 127.0.0.1:0)"},
+	{"stripes", "connections per peer, 1-64 (default rma_config.stripes, else 4)"},
+	{"max_conns", "authenticated connections the target keeps, all peers "
+		      "(default 4096; past it the idlest is closed)"},
+	{"max_handshakes", "connections in the handshake, all peers (default 64; "
+			   "past it the oldest is closed)"},
+	{"max_addr_conns", "authenticated connections from one address (default 4096)"},
+	{"max_addr_handshakes", "connections in the handshake from one address "
+				"(default 32)"},
+	{"handshake_ms", "time a connecting peer has to prove the secret (default 3000)"},
+	{"idle_ms", "authenticated connections with nothing in flight close after "
+		    "this long; 0 = never (default 120000)"},
+	{NULL, NULL},
+};
+
+static int tcp_init(struct rma_engine *e, const struct rma__topts *o,
+		    struct rma__transport **out)
 {
 	const struct rma__engine_params *p = rma__engine_params(e);
+	const char *listen_at = rma__topt(o, "listen");
+	unsigned long stripes = p->stripes;
 	struct sockaddr_storage sa;
 	socklen_t len;
 	struct tcp_tr *tt;
 	int fd, one = 1, rc;
 
-	rc = rma__tcp_parse_hostport(p->listen, &sa, &len);
+	if (!listen_at)
+		listen_at = p->listen;
+	rc = rma__topt_uint(o, "stripes", 1, 64, &stripes);
+	if (rc < 0)
+		return rc;
+	rc = rma__tcp_parse_hostport(listen_at, &sa, &len);
 	if (rc) {
-		rma__err("tcp: cannot parse listen address '%s' (want HOST:PORT)", p->listen);
+		rma__err("tcp: cannot parse listen address '%s' (want HOST:PORT)", listen_at);
 		return rc;
 	}
 	tt = calloc(1, sizeof *tt);
@@ -113,9 +126,12 @@ static int tcp_init(struct rma_engine *e, struct rma__transport **out)
 	tt->engine_id = p->engine_id;
 	tt->max_msg = p->max_msg_size ? p->max_msg_size : DEFAULT_MAX_MSG;
 	tt->depth = p->queue_depth;
-	tt->stripes = p->stripes;
+	tt->stripes = (unsigned)stripes;
 	rma__setup_key(p->secret, tt->key);
-	rma__tcp_limits_init(&tt->lim);
+	if ((rc = rma__tcp_limits_init(&tt->lim, o))) {
+		free(tt);
+		return rc;
+	}
 	tt->refusals.who = "tcp";
 	tt->refusals.interval_ns = 10LL * 1000000000;
 	fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -126,7 +142,7 @@ static int tcp_init(struct rma_engine *e, struct rma__transport **out)
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	if (bind(fd, (struct sockaddr *)&sa, len) || listen(fd, 4096)) {
 		rc = -errno;
-		rma__err("tcp: cannot listen on %s: %s", p->listen, strerror(errno));
+		rma__err("tcp: cannot listen on %s: %s", listen_at, strerror(errno));
 		close(fd);
 		goto fail;
 	}
@@ -153,14 +169,14 @@ static void tcp_fini(struct rma__transport *t)
 	struct tcp_tr *tt = container_of(t, struct tcp_tr, base);
 	while (tt->served)
 		rma__tcp_conn_kill(tt->served, -ECANCELED);
+	rma__timer_cancel(tt->e, &tt->tick);
 	close(tt->lw.fd);
 	/* The engine is going away: release what the progress round would. */
 	free(tt);
 }
 
-static int tcp_ad_pack(struct rma__transport *t, struct rma_region *r,
-		       uint64_t key, uint64_t off, uint64_t len, void *buf,
-		       size_t cap)
+static int tcp_ad_pack(struct rma__transport *t, const struct rma__grant *g,
+		       void *buf, size_t cap)
 {
 	struct tcp_tr *tt = container_of(t, struct tcp_tr, base);
 	if (cap < tt->blob_len)
@@ -212,6 +228,7 @@ int rma__tcp_conn_start(struct tcp_peer *p)
 	}
 	c->next = p->conns;
 	p->conns = c;
+	rma__tcp_timer_start(tt);
 	return 0;
 }
 
@@ -281,7 +298,7 @@ static int tcp_post(struct rma__peer *bp, const struct rma__xfer *xf)
 	struct rma_tcp_hdr h = {
 		.type = xf->kind == RMA_OP_PUT ? RMA_TCP_PUT : RMA_TCP_GET,
 		.id = xf->op_id,
-		.key = xf->key,
+		.key = xf->rk->key,
 		.addr = xf->raddr,
 		.len = xf->len,
 	};
@@ -347,6 +364,7 @@ const struct rma__transport_ops rma__tcp_ops = {
 	.name = "tcp",
 	.level = RMA_LEVEL_TCP,
 	.wire_id = 1,
+	.options = tcp_options,
 	.probe = tcp_probe,
 	.init = tcp_init,
 	.fini = tcp_fini,
@@ -356,6 +374,5 @@ const struct rma__transport_ops rma__tcp_ops = {
 	.disconnect = tcp_disconnect,
 	.post = tcp_post,
 	.flush = tcp_flush,
-	.progress = tcp_progress,
 	.revoke = tcp_revoke,
 };

@@ -36,6 +36,7 @@
 #define KEEPCNT 3
 #define IOV_BATCH 64
 #define ACCEPT_BATCH 32            /* connections accepted per wake-up */
+#define TICK_NS (100 * 1000000LL)  /* resolution of the tcp timers */
 #define HS_RETRIES 8               /* handshakes reset by a flooded target */
 
 /* What the target allows (limits.c; defaults there, options override). */
@@ -130,7 +131,7 @@ struct tcp_tr {
 	struct tcp_limits lim;
 	struct rma__refusals refusals;
 	uint64_t bigbuf_total;   /* SOCKBUF bytes granted, both ways */
-	int64_t next_timer;
+	struct rma__timer tick;  /* limits.c: handshake and idle timers */
 	uint8_t discard[64 << 10];
 };
 
@@ -149,7 +150,8 @@ void rma__tcp_hs_run(struct conn *c);
 void rma__tcp_connected(struct conn *c);
 
 /* limits.c */
-void rma__tcp_limits_init(struct tcp_limits *l);
+/* Defaults, or the instance's options (tcp_options in tcp.c); -EINVAL. */
+int rma__tcp_limits_init(struct tcp_limits *l, const struct rma__topts *o);
 /* A connection was accepted from raddr: make room among the handshakes
  * (evicting the oldest, silent ones first) before it is added; NULL: out
  * of fds, evict one anyway. */
@@ -157,8 +159,9 @@ void rma__tcp_admit(struct tcp_tr *tt, const uint8_t raddr[16]);
 /* c proved the secret: apply the connection caps (evicting the idlest or
  * refusing c) and grant large buffers within their bound. */
 void rma__tcp_authenticated(struct conn *c);
-/* Timers: handshakes too slow, idle connections, the refusal log. */
-void rma__tcp_timers(struct tcp_tr *tt, int64_t now);
+/* Timers (handshakes too slow, idle connections, the refusal log) tick
+ * every TICK_NS while there is a connection or a refusal to report. */
+void rma__tcp_timer_start(struct tcp_tr *tt);
 void rma__tcp_raddr(const struct sockaddr_storage *sa, uint8_t out[16]);
 
 /* tcp.c */

@@ -1,0 +1,99 @@
+/*
+ * cq.c - the completion queue: a ring of cq_depth records that every post
+ * reserves a slot in, and the file descriptor that tells of it.
+ *
+ * cq_fd is an eventfd, written when the ring goes from empty to non-empty
+ * and drained when it empties.  With a progress thread it is the completion
+ * fd itself.  In manual mode the completion fd is the epoll set, which
+ * holds cq_fd (edge-triggered) and the timer fd, so it becomes readable for
+ * completions made anywhere, inside rma_post included, and when a deadline
+ * passes.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "core/core.h"
+
+static void cq_watch_cb(struct rma__watch *w, uint32_t events)
+{
+	/* Nothing to do: the event only made the epoll set readable. */
+}
+
+int rma__cq_init(struct rma_engine *e)
+{
+	e->cq_cap = e->cfg.cq_depth;
+	e->cq = calloc(e->cq_cap, sizeof *e->cq);
+	if (!e->cq)
+		return -ENOMEM;
+	e->cq_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (e->cq_fd < 0)
+		return -errno;
+	if (!(e->flags & RMA_ENGINE_MANUAL_PROGRESS))
+		return 0;
+	e->cq_watch.fd = e->cq_fd;
+	e->cq_watch.cb = cq_watch_cb;
+	return rma__watch_add(e, &e->cq_watch, EPOLLIN | EPOLLET);
+}
+
+void rma__cq_push(struct rma_engine *e, uint64_t user_data, int64_t res)
+{
+	uint32_t n = e->cq_count, tail = (e->cq_head + n) % e->cq_cap;
+	e->cq[tail].user_data = user_data;
+	e->cq[tail].result = res;
+	/* Stored atomically: rma_poll peeks at it without the lock. */
+	__atomic_store_n(&e->cq_count, n + 1, __ATOMIC_RELEASE);
+	if (n == 0) {
+		uint64_t one = 1;
+		if (write(e->cq_fd, &one, sizeof one) < 0) {
+			/* cannot fail short of a counter overflow */
+		}
+	}
+}
+
+/* Take up to max completions from the queue (lock held). */
+uint32_t rma__cq_take(struct rma_engine *e, struct rma_completion *out,
+		      uint32_t max)
+{
+	uint32_t n = 0, count = e->cq_count;
+
+	while (n < max && count) {
+		out[n++] = e->cq[e->cq_head];
+		e->cq_head = (e->cq_head + 1) % e->cq_cap;
+		count--;
+	}
+	e->cq_reserved -= n;
+	__atomic_store_n(&e->cq_count, count, __ATOMIC_RELEASE);
+	if (n && !count) {
+		uint64_t v;
+		if (read(e->cq_fd, &v, sizeof v) < 0) {
+			/* already drained */
+		}
+	}
+	return n;
+}
+
+RMA_EXPORT int rma_poll(rma_engine *e, struct rma_completion *out, size_t max)
+{
+	uint32_t n;
+
+	if (!e || (!out && max))
+		return -EINVAL;
+	/* Empty: answer without the lock, which the progress thread needs;
+	 * callers spin here. */
+	if (!__atomic_load_n(&e->cq_count, __ATOMIC_ACQUIRE))
+		return 0;
+	pthread_mutex_lock(&e->mu);
+	n = rma__cq_take(e, out, (uint32_t)RMA_MIN(max, UINT32_MAX));
+	pthread_mutex_unlock(&e->mu);
+	return (int)n;
+}
+
+RMA_EXPORT int rma_completion_fd(rma_engine *e)
+{
+	if (!e)
+		return -EINVAL;
+	return (e->flags & RMA_ENGINE_MANUAL_PROGRESS) ? e->epfd : e->cq_fd;
+}
