@@ -86,7 +86,7 @@ void rma__tcp_conn_kill(struct conn *c, int err)
 	c->bigbuf = false;
 	if (!c->peer) {
 		if (was_setup)
-			tt->nhandshakes--;
+			rma__tcp_hs_unlink(tt, c);
 		struct conn **pp = &tt->served;
 		while (*pp != c)
 			pp = &(*pp)->next;

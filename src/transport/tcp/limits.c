@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include "transport/tcp/tcp.h"
@@ -90,27 +91,50 @@ static bool silent(const struct conn *c)
 	       recv(c->w.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
 }
 
+void rma__tcp_hs_link(struct tcp_tr *tt, struct conn *c)
+{
+	c->hs_older = tt->hs_newest;
+	c->hs_newer = NULL;
+	if (tt->hs_newest)
+		tt->hs_newest->hs_newer = c;
+	else
+		tt->hs_oldest = c;
+	tt->hs_newest = c;
+	tt->nhandshakes++;
+}
+
+void rma__tcp_hs_unlink(struct tcp_tr *tt, struct conn *c)
+{
+	if (c->hs_newer)
+		c->hs_newer->hs_older = c->hs_older;
+	else
+		tt->hs_newest = c->hs_older;
+	if (c->hs_older)
+		c->hs_older->hs_newer = c->hs_newer;
+	else
+		tt->hs_oldest = c->hs_newer;
+	c->hs_newer = c->hs_older = NULL;
+	tt->nhandshakes--;
+}
+
 /* The oldest handshake (from raddr, or from anywhere when raddr is NULL),
- * silent ones first. */
+ * silent ones first; *count: how many there are.  Oldest first, so under
+ * a flood of silent sockets the first one looked at is the one to go. */
 static struct conn *oldest_handshake(struct tcp_tr *tt, const uint8_t *raddr,
 				     unsigned *count)
 {
 	struct conn *old = NULL, *old_silent = NULL;
 
 	*count = 0;
-	/* The list is newest first: the last one seen is the oldest. */
-	for (struct conn *c = tt->served; c; c = c->next) {
-		if (c->hs != HS_SETUP || (raddr && memcmp(c->raddr, raddr, 16)))
+	for (struct conn *c = tt->hs_oldest; c; c = c->hs_newer) {
+		if (raddr && memcmp(c->raddr, raddr, 16))
 			continue;
 		++*count;
-		old = c;
-	}
-	if (!old)
-		return NULL;
-	for (struct conn *c = tt->served; c; c = c->next)
-		if (c->hs == HS_SETUP && (!raddr || !memcmp(c->raddr, raddr, 16)) &&
-		    silent(c))
+		if (!old)
+			old = c;
+		if (!old_silent && silent(c))
 			old_silent = c;
+	}
 	return old_silent ? old_silent : old;
 }
 
@@ -209,6 +233,9 @@ static void tick(struct rma__timer *tm)
 				pending = true;
 		}
 	rma__refusals_log(&tt->refusals, now);
+	if (tt->listen_paused && !rma__watch_mod(tt->e, &tt->lw, EPOLLIN))
+		tt->listen_paused = false;
+	pending |= tt->listen_paused;
 	for (int i = 0; i < RMA__REFUSED_N; i++)
 		pending |= tt->refusals.n[i] != 0;
 	if (pending || (tt->served && (tt->nhandshakes || tt->lim.idle_ns)))

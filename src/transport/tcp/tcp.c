@@ -36,11 +36,17 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
 			if (errno == EMFILE || errno == ENFILE) {
-				/* Out of fds: make room by the handshake rules
-				 * and come back on the next round. */
+				/* Out of fds: shed a handshake and come back
+				 * next round; with none to shed, stop
+				 * listening for a tick rather than spin. */
 				rma__refused(&tt->refusals, RMA__REFUSED_LIMIT,
 					     rma__now_ns());
-				rma__tcp_admit(tt, NULL);
+				if (tt->nhandshakes) {
+					rma__tcp_admit(tt, NULL);
+				} else if (!rma__watch_mod(tt->e, &tt->lw, 0)) {
+					tt->listen_paused = true;
+					rma__tcp_timer_start(tt);
+				}
 			} else if (errno != EAGAIN && errno != EINTR &&
 				   errno != ECONNABORTED) {
 				rma__warn("tcp: accept: %s", strerror(errno));
@@ -68,7 +74,7 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 		c->next = tt->served;
 		tt->served = c;
 		tt->nserved++;
-		tt->nhandshakes++;
+		rma__tcp_hs_link(tt, c);
 		rma__tcp_timer_start(tt);
 	}
 }

@@ -82,6 +82,7 @@ struct conn {
 	uint32_t events;
 	uint8_t raddr[16];     /* target: remote address (IPv4 mapped) */
 	int64_t last_active;   /* target: last byte in or out, ns */
+	struct conn *hs_newer, *hs_older; /* target: in the handshake, by age */
 	bool bigbuf;           /* holds SOCKBUF buffers */
 
 	/* rx */
@@ -127,11 +128,13 @@ struct tcp_tr {
 	struct conn *served;     /* accepted connections */
 	struct tcp_peer *peers;  /* connections we started, by peer */
 	unsigned nserved;        /* all accepted */
-	unsigned nhandshakes;    /* accepted, still in the handshake */
+	unsigned nhandshakes;    /* accepted, still in the handshake: */
+	struct conn *hs_newest, *hs_oldest;
 	struct tcp_limits lim;
 	struct rma__refusals refusals;
 	uint64_t bigbuf_total;   /* SOCKBUF bytes granted, both ways */
 	struct rma__timer tick;  /* limits.c: handshake and idle timers */
+	bool listen_paused;      /* out of fds: the listener waits a tick */
 	uint8_t discard[64 << 10];
 };
 
@@ -159,6 +162,9 @@ void rma__tcp_admit(struct tcp_tr *tt, const uint8_t raddr[16]);
 /* c proved the secret: apply the connection caps (evicting the idlest or
  * refusing c) and grant large buffers within their bound. */
 void rma__tcp_authenticated(struct conn *c);
+/* The target's connections in the handshake, oldest first. */
+void rma__tcp_hs_link(struct tcp_tr *tt, struct conn *c);
+void rma__tcp_hs_unlink(struct tcp_tr *tt, struct conn *c);
 /* Timers (handshakes too slow, idle connections, the refusal log) tick
  * every TICK_NS while there is a connection or a refusal to report. */
 void rma__tcp_timer_start(struct tcp_tr *tt);
