@@ -85,6 +85,8 @@ struct rma__op {
 	uint64_t roff;          /* offset in the remote window */
 	rma_remote *remote;     /* a reference: entries for routing, keys */
 	const struct rma__rentry *ent; /* the route's entry */
+	uint64_t raddr;         /* the route's address of byte 0 */
+	void *ldesc;            /* the route's descriptor of `local` */
 	uint64_t posted, done;  /* bytes handed to the transport / finished */
 	unsigned chunks;        /* chunks with the transport */
 	struct rma__timer deadline;
@@ -102,10 +104,13 @@ struct rma__batch {
 	int64_t *results;
 };
 
-/* A binary min-heap of timers (op deadlines and transport timers). */
+/* Timers (op deadlines and transport timers): those armed in time order,
+ * the common case (ops posted with one timeout), go on a list; the rest
+ * into a binary min-heap. */
 struct rma__theap {
 	struct rma__timer **t;
 	unsigned n, cap;
+	struct rma__lnode fifo;
 };
 
 struct rma_engine {
@@ -121,6 +126,15 @@ struct rma_engine {
 	struct rma__keytab grants;
 	struct rma_region *regions;
 	struct rma__peer *peers;
+	/* The last route taken, for the next op to the same remote: valid
+	 * while route_gen stands (bumped when any peer fails or goes). */
+	struct {
+		rma_remote *r;  /* a reference */
+		unsigned tmask, gen;
+		struct rma__transport *t;
+		const struct rma__rentry *ent;
+	} rc;
+	unsigned route_gen;
 
 	/* op slots: live ops + zombies, never more than nops */
 	struct rma__op *ops;
@@ -204,6 +218,16 @@ int rma__timers_init(struct rma_engine *e, unsigned cap);
 void rma__timers_fini(struct rma_engine *e);
 void rma__timers_run(struct rma_engine *e, int64_t now);
 int64_t rma__timers_next(struct rma_engine *e);
+/* Anything for rma__timers_run at `now`?  Cheap enough for every round. */
+static inline bool rma__timers_due(const struct rma_engine *e, int64_t now)
+{
+	const struct rma__theap *h = &e->timers;
+	const struct rma__lnode *f = h->fifo.next;
+	return (f != &h->fifo &&
+		container_of(f, const struct rma__timer, fifo)->at <= now) ||
+	       (h->n && h->t[0]->at <= now) ||
+	       (e->timer_armed && e->timer_armed <= now);
+}
 
 /* progress.c */
 int rma__progress_init(struct rma_engine *e);

@@ -117,6 +117,8 @@ static void engine_free(struct rma_engine *e)
 			w->release(w);
 	}
 	rma__keytab_fini(&e->grants);
+	if (e->rc.r)
+		rma__remote_unref(e->rc.r);
 	if (e->epfd >= 0)
 		close(e->epfd);
 	if (e->wake_fd >= 0)

@@ -163,7 +163,7 @@ char *rma__op_buf(struct rma_engine *e, uint64_t op_id, uint64_t raddr,
 
 	if (!op || op->state != RMA__OP_LIVE || op->kind != RMA_OP_GET)
 		return NULL;
-	start = op->ent->rk.base + op->roff;
+	start = op->raddr;
 	if (raddr < start || raddr - start > op->len ||
 	    len > op->len - (raddr - start))
 		return NULL;
@@ -182,6 +182,8 @@ void rma__op_attach(struct rma_engine *e, struct rma__op *op,
 {
 	op->peer = p;
 	op->ent = ent;
+	op->raddr = ent->rk.base + op->roff;
+	op->ldesc = op->local->tdata[p->t->index];
 	p->nops++;
 	rma__list_add_tail(&p->ops, &op->pnode);
 	rma__list_add_tail(&p->queue, &op->qnode);
@@ -198,7 +200,7 @@ static void stall_retry(struct rma__timer *tm)
 
 static void set_stalled(struct rma_engine *e, struct rma__peer *p, bool on)
 {
-	if (on && !e->stall_timer.slot)
+	if (on && !rma__timer_armed(&e->stall_timer))
 		rma__timer_arm(e, &e->stall_timer, rma__now_ns() + 1000000);
 	if (p->stalled == on)
 		return;
@@ -221,7 +223,8 @@ void rma__peer_pump(struct rma_engine *e, struct rma__peer *p)
 		return;
 	if (p->credits && p->credits < limit)
 		limit = p->credits;
-	set_stalled(e, p, false);
+	if (p->stalled)
+		set_stalled(e, p, false);
 	while ((n = rma__list_first(&p->queue)) && p->inflight < limit) {
 		struct rma__op *op = container_of(n, struct rma__op, qnode);
 		uint64_t len = RMA_MIN(p->max_msg, op->len - op->posted);
@@ -238,10 +241,10 @@ void rma__peer_pump(struct rma_engine *e, struct rma__peer *p)
 			.kind = op->kind,
 			.flags = flags,
 			.rk = &op->ent->rk,
-			.raddr = op->ent->rk.base + op->roff + op->posted,
+			.raddr = op->raddr + op->posted,
 			.laddr = op->laddr + op->posted,
 			.local = op->local,
-			.ldesc = op->local->tdata[p->t->index],
+			.ldesc = op->ldesc,
 			.len = len,
 		};
 		int rc = ops->post(p, &x);

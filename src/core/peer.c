@@ -45,6 +45,13 @@ int rma__route(struct rma_engine *e, const rma_remote *r,
 	const struct rma__rentry *bent = NULL, *sent = NULL;
 	int64_t now = 0;
 
+	if (r == e->rc.r && local && local->tmask == e->rc.tmask && !skip &&
+	    e->rc.gen == e->route_gen) {
+		*tp = e->rc.t;
+		*entp = e->rc.ent;
+		return 0;
+	}
+
 	for (unsigned k = 0; k < r->nent; k++) {
 		const struct rma__rentry *ent = &r->ent[k];
 		for (unsigned i = 0; i < e->ntr; i++) {
@@ -70,6 +77,18 @@ int rma__route(struct rma_engine *e, const rma_remote *r,
 	}
 	if (!best)
 		return -EHOSTUNREACH;
+	if (local && !skip && !spare) { /* time plays no part: keep it */
+		if (e->rc.r != r) {
+			if (e->rc.r)
+				rma__remote_unref(e->rc.r);
+			rma__remote_ref((rma_remote *)r);
+			e->rc.r = (rma_remote *)r;
+		}
+		e->rc.tmask = local->tmask;
+		e->rc.gen = e->route_gen;
+		e->rc.t = best;
+		e->rc.ent = bent;
+	}
 	*tp = best;
 	*entp = bent;
 	return 0;
@@ -77,6 +96,7 @@ int rma__route(struct rma_engine *e, const rma_remote *r,
 
 static void peer_unlink(struct rma_engine *e, struct rma__peer *p)
 {
+	e->route_gen++;
 	struct rma__peer **pp = &e->peers;
 	while (*pp != p)
 		pp = &(*pp)->next;
@@ -107,6 +127,7 @@ struct rma__peer *rma__peer_get(struct rma_engine *e, const rma_remote *r,
 	rma__list_init(&p->ops);
 	p->fell_back = fell_back;
 	if (p->state == RMA__PEER_FAILED) { /* failed at once */
+		e->route_gen++;
 		*err = p->error ? p->error : -ECONNREFUSED;
 		p->t = t; /* kept, so that routing passes over it a while */
 		p->engine_id = r->engine_id;
@@ -197,6 +218,7 @@ void rma__peer_failed(struct rma__peer *p, int err)
 	if (!p->t) /* still inside connect(): no ops yet */
 		return;
 	struct rma_engine *e = p->t->engine;
+	e->route_gen++;
 	p->retry_at = rma__now_ns() + RETRY_NS;
 	if (p->stalled) {
 		p->stalled = false;

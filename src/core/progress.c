@@ -113,8 +113,10 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms)
 	if (n > 0)
 		e->last_activity = now;
 	rma__pump_pending(e);
-	rma__timers_run(e, now);
-	rma__pump_pending(e); /* what expired timers (a transport's) freed */
+	if (rma__timers_due(e, now)) {
+		rma__timers_run(e, now);
+		rma__pump_pending(e); /* what expired timers freed */
+	}
 	bury(e);
 	/* Threads sleeping in wait_until() re-check their condition. */
 	pthread_cond_broadcast(&e->done_cv);

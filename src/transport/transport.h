@@ -258,9 +258,17 @@ void rma__watch_retire(struct rma_engine *e, struct rma__watch *w);
  * or after `at` (rma__now_ns() clock).  Re-arm from cb to repeat. */
 struct rma__timer {
 	int64_t at;
-	unsigned slot;  /* the core's: heap position + 1, 0 = not armed */
 	void (*cb)(struct rma__timer *tm);
+	/* the core's: heap position + 1 (0: not in the heap), or on the
+	 * in-order list */
+	unsigned slot;
+	struct rma__lnode fifo;
 };
+/* Is it armed? */
+static inline bool rma__timer_armed(const struct rma__timer *tm)
+{
+	return tm->slot || tm->fifo.next;
+}
 void rma__timer_arm(struct rma_engine *e, struct rma__timer *tm, int64_t at);
 void rma__timer_cancel(struct rma_engine *e, struct rma__timer *tm);
 

@@ -2,6 +2,7 @@
 #ifndef RMA_UTIL_H
 #define RMA_UTIL_H
 
+#include <endian.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -11,34 +12,41 @@
 #define RMA_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define RMA_MAX(a, b) ((a) > (b) ? (a) : (b))
 
-/* Little-endian loads and stores (the wire and advertisement byte order). */
+/* Little-endian loads and stores (the wire and advertisement byte order):
+ * one move each on little-endian hosts, where memcpy of a fixed size
+ * compiles to a plain load or store. */
 static inline void rma__put_le16(uint8_t *p, uint16_t v)
 {
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
+	v = htole16(v);
+	memcpy(p, &v, sizeof v);
 }
 static inline void rma__put_le32(uint8_t *p, uint32_t v)
 {
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+	v = htole32(v);
+	memcpy(p, &v, sizeof v);
 }
 static inline void rma__put_le64(uint8_t *p, uint64_t v)
 {
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+	v = htole64(v);
+	memcpy(p, &v, sizeof v);
 }
 static inline uint16_t rma__le16(const uint8_t *p)
 {
-	return (uint16_t)(p[0] | p[1] << 8);
+	uint16_t v;
+	memcpy(&v, p, sizeof v);
+	return le16toh(v);
 }
 static inline uint32_t rma__le32(const uint8_t *p)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
+	uint32_t v;
+	memcpy(&v, p, sizeof v);
+	return le32toh(v);
 }
 static inline uint64_t rma__le64(const uint8_t *p)
 {
-	return (uint64_t)rma__le32(p) | (uint64_t)rma__le32(p + 4) << 32;
+	uint64_t v;
+	memcpy(&v, p, sizeof v);
+	return le64toh(v);
 }
 
 /* Random bytes from getrandom(); falls back to nothing weaker. */

@@ -33,7 +33,10 @@ static rma_engine *engine(int timeout_ms, int spin_us)
 static unsigned timers(rma_engine *e)
 {
 	pthread_mutex_lock(&e->mu);
-	unsigned n = e->timers.n;
+	unsigned n = e->timers.n; /* the heap, and the in-order list */
+	for (struct rma__lnode *l = e->timers.fifo.next; l != &e->timers.fifo;
+	     l = l->next)
+		n++;
 	pthread_mutex_unlock(&e->mu);
 	return n;
 }

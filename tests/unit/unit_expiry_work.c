@@ -54,7 +54,10 @@ int main(void)
 	for (int round = 0; round < 2; round++) {
 		for (int i = 0; i < N; i++)
 			ops[i].len = 8;
-		CHECK_RC(rma_post(e, ops, N, round ? -1 : 200, NULL), N);
+		/* Two deadlines, the later first: half the ops go on the
+		 * in-order list, half into the heap. */
+		CHECK_RC(rma_post(e, ops, N / 2, round ? -1 : 200, NULL), N / 2);
+		CHECK_RC(rma_post(e, ops + N / 2, N / 2, round ? -1 : 150, NULL), N / 2);
 		uint64_t w0 = work(e);
 		int64_t t0 = test_now_ms();
 		if (round == 0) {

@@ -1,6 +1,6 @@
 /*
  * cmd_info.c - `rma info`: version and the transports compiled in, with
- * their levels and whether they are usable on this host.
+ * their levels, whether they are usable on this host, and their options.
  */
 #include "common.h"
 
@@ -24,7 +24,8 @@ static void usage(FILE *f)
 	fprintf(f, "usage: rma info\n\n"
 		   "Print the library version and one line per transport compiled in:\n"
 		   "  version: X.Y.Z\n"
-		   "  transport: NAME level=tcp|nic|memory available=yes|no (detail)\n");
+		   "  transport: NAME level=tcp|nic|memory available=yes|no (detail)\n"
+		   "    options: NAME: meaning; ...  (set as --transport NAME:opt=value:...)\n");
 }
 
 int cmd_info(int argc, char **argv)
@@ -56,11 +57,13 @@ int cmd_info(int argc, char **argv)
 				 rma_strerror(n));
 	if (n > MAX_TRANSPORTS)
 		n = MAX_TRANSPORTS;
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		printf("transport: %s level=%s available=%s (%s)\n",
 		       info[i].name ? info[i].name : "?",
 		       level_name(info[i].level),
 		       info[i].available ? "yes" : "no",
 		       info[i].detail ? info[i].detail : "");
+		printf("    options: %s\n", info[i].options ? info[i].options : "");
+	}
 	return EXIT_OK;
 }
