@@ -91,16 +91,13 @@ static const struct rma__topt_desc tcp_options[] = {
 	{"listen", "HOST:PORT to listen on, [::] or 0.0.0.0 for every address "
 		   "(default rma_config.listen, else 127.0.0.1:0)"},
 	{"stripes", "connections per peer, 1-64 (default rma_config.stripes, else 4)"},
-	{"max_conns", "authenticated connections the target keeps, all peers "
-		      "(default 4096; past it the idlest is closed)"},
-	{"max_handshakes", "connections in the handshake, all peers (default 64; "
-			   "past it the oldest is closed)"},
-	{"max_addr_conns", "authenticated connections from one address (default 4096)"},
-	{"max_addr_handshakes", "connections in the handshake from one address "
-				"(default 32)"},
-	{"handshake_ms", "time a connecting peer has to prove the secret (default 3000)"},
-	{"idle_ms", "authenticated connections with nothing in flight close after "
-		    "this long; 0 = never (default 120000)"},
+	/* The target's limits (limits.c; design.md section 10). */
+	{"max_conns", "authenticated connections kept (4096)"},
+	{"max_handshakes", "connections in the handshake (64)"},
+	{"max_addr_conns", "authenticated, per remote address (4096)"},
+	{"max_addr_handshakes", "in the handshake, per remote address (32)"},
+	{"handshake_ms", "time to authenticate (3000)"},
+	{"idle_ms", "idle timeout (120000; 0 = none)"},
 	{NULL, NULL},
 };
 
