@@ -226,7 +226,7 @@ int rma__tcp_sa_from_blob(const uint8_t *b, size_t n, struct sockaddr_storage *s
 
 void rma__tcp_tune_socket(int fd)
 {
-	int one = 1, sz = SOCKBUF, ut = USER_TIMEOUT_MS;
+	int one = 1, ut = USER_TIMEOUT_MS;
 	int idle = KEEPIDLE_S, intvl = KEEPINTVL_S, cnt = KEEPCNT;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
@@ -234,8 +234,5 @@ void rma__tcp_tune_socket(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
 	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof ut);
-	/* Privileged callers can go past rmem_max/wmem_max; others keep
-	 * the kernel's autotuning, which a plain SO_RCVBUF would switch off. */
-	setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz);
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz);
+	/* Large buffers come only after authentication (limits.c). */
 }
