@@ -39,6 +39,7 @@ struct bench_args {
 	bool json;
 	bool manual;
 	const char *token;      /* --target; NULL = start our own */
+	bool alloc;             /* our target's buffer from rma_region_alloc */
 	int timeout_ms;         /* per op; 0 = the engine's default */
 	struct common_opts common;
 };
@@ -73,7 +74,7 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: rma bench [--transport LIST] [--op put|get] [--size LIST] [--window N]\n"
 		"                 [--iters N] [--duration DURATION] [--timeout DURATION]\n"
-		"                 [--json] [--manual-progress] [--target TOKEN]\n"
+		"                 [--json] [--manual-progress] [--target TOKEN] [--alloc]\n"
 		"                 [--secret-file PATH] [--log LEVEL]\n\n"
 		"For each size, measure bandwidth with --window ops in flight (rma_post and\n"
 		"rma_poll), then latency with one op at a time (rma_submit), reporting the\n"
@@ -93,6 +94,7 @@ static void usage(FILE *f)
 		"  -m, --manual-progress    no progress thread: busy-poll rma_progress()\n"
 		"      --target TOKEN       use an existing target (its buffer must hold the\n"
 		"                           largest size and allow the operation)\n"
+		"      --alloc              start the target with --alloc (shared memory)\n"
 		COMMON_HELP "\n" UNITS_HELP "\n"
 		"JSON keys: transport, op, size (bytes), window, iters, bandwidth_MBps\n"
 		"(10^6 bytes/s), latency_us_p50, latency_us_p99 (microseconds),\n"
@@ -134,6 +136,7 @@ static int parse_args(int argc, char **argv, struct bench_args *a)
 		{ "json", no_argument, NULL, 'j' },
 		{ "manual-progress", no_argument, NULL, 'm' },
 		{ "target", required_argument, NULL, OPT_TARGET },
+		{ "alloc", no_argument, NULL, OPT_ALLOC },
 		COMMON_LONG_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};
@@ -177,6 +180,7 @@ static int parse_args(int argc, char **argv, struct bench_args *a)
 		case 'j': a->json = true; break;
 		case 'm': a->manual = true; break;
 		case OPT_TARGET: a->token = optarg; break;
+		case OPT_ALLOC: a->alloc = true; break;
 		case 'h':
 			usage(stdout);
 			return -1;
@@ -228,6 +232,8 @@ static void exec_target(const struct bench_args *a, uint64_t size,
 	argv[n++] = size_arg;
 	argv[n++] = "--listen";
 	argv[n++] = "127.0.0.1:0";
+	if (a->alloc)
+		argv[n++] = "--alloc";
 	if (a->transports) {
 		argv[n++] = "--transport";
 		argv[n++] = (char *)a->transports;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,6 +25,7 @@ struct target_args {
 	bool fill;
 	uint64_t seed;
 	unsigned access;
+	bool alloc;             /* rma_region_alloc: shared memory (shm maps it) */
 	struct common_opts common;
 };
 
@@ -31,7 +33,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"usage: rma target [--transport LIST] [--listen HOST:PORT] [--advertise HOST]\n"
-		"                  [--size BYTES] [--fill SEED] [--access rw|r|w]\n"
+		"                  [--size BYTES] [--fill SEED] [--access rw|r|w] [--alloc]\n"
 		"                  [--secret-file PATH]\n"
 		"                  [--log LEVEL]\n\n"
 		"Register a buffer (default 1M, zero-filled unless --fill) with the given\n"
@@ -55,6 +57,8 @@ static void usage(FILE *f)
 		"  -s, --size BYTES         buffer size (default 1M)\n"
 		"  -f, --fill SEED          fill with the deterministic pattern of SEED\n"
 		"  -a, --access MODE        rw (default), r (get only) or w (put only)\n"
+		"      --alloc              the buffer is shared memory from rma_region_alloc:\n"
+		"                           same-host shm peers map it once and copy directly\n"
 		COMMON_HELP "\n" UNITS_HELP);
 }
 
@@ -67,6 +71,7 @@ static int parse_args(int argc, char **argv, struct target_args *a)
 		{ "size", required_argument, NULL, 's' },
 		{ "fill", required_argument, NULL, 'f' },
 		{ "access", required_argument, NULL, 'a' },
+		{ "alloc", no_argument, NULL, OPT_ALLOC },
 		COMMON_LONG_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};
@@ -82,6 +87,7 @@ static int parse_args(int argc, char **argv, struct target_args *a)
 		case 't': a->transports = optarg; break;
 		case 'l': a->listen = optarg; break;
 		case 'A' + 256: a->advertise = optarg; break;
+		case OPT_ALLOC: a->alloc = true; break;
 		case 's':
 			if (parse_size(optarg, &a->size) < 0 || a->size == 0)
 				return tool_usage_error("target", "bad --size '%s'", optarg);
@@ -174,13 +180,13 @@ static void wait_for_stop(int sig_fd)
 }
 
 static int serve(const struct target_args *a, int sig_fd, rma_engine *e,
-		 unsigned char *buf)
+		 unsigned char *buf, rma_region *r)
 {
 	char token[RMA_ADVERTISEMENT_TEXT_MAX];
-	rma_region *r;
-	int rc;
+	int rc = 0;
 
-	rc = rma_region_register(e, buf, (size_t)a->size, a->access, &r);
+	if (!r)
+		rc = rma_region_register(e, buf, (size_t)a->size, a->access, &r);
 	if (rc < 0)
 		return tool_fail("target", EXIT_RUNTIME, "registering %" PRIu64
 				 " bytes: %s", a->size, rma_strerror(rc));
@@ -195,6 +201,15 @@ static int serve(const struct target_args *a, int sig_fd, rma_engine *e,
 
 	wait_for_stop(sig_fd);
 
+	/* Release unmaps --alloc memory: keep a second view of its pages
+	 * (mremap of size 0 duplicates a shared mapping) for the crc. */
+	if (a->alloc) {
+		void *view = mremap(buf, 0, (size_t)a->size, MREMAP_MAYMOVE);
+		if (view == MAP_FAILED)
+			return tool_fail("target", EXIT_RUNTIME, "mremap: %s",
+					 strerror(errno));
+		buf = view;
+	}
 	/* Once release returns no remote op touches buf: the crc is final. */
 	rc = rma_region_release(r);
 	if (rc < 0)
@@ -202,6 +217,8 @@ static int serve(const struct target_args *a, int sig_fd, rma_engine *e,
 			rma_strerror(rc));
 	printf("crc32c: %08" PRIx32 "\n", buffer_crc(buf, (size_t)a->size));
 	fflush(stdout);
+	if (a->alloc)
+		munmap(buf, (size_t)a->size);
 	return EXIT_OK;
 }
 
@@ -233,6 +250,26 @@ int cmd_target(int argc, char **argv)
 		return tool_fail("target", EXIT_RUNTIME, "signalfd: %s",
 				 strerror(-sig_fd));
 
+	if (a.alloc) {
+		void *p = NULL;
+		rma_region *r = NULL;
+		rc = rma_engine_create(&cfg, &e);
+		if (rc < 0)
+			return tool_fail("target", EXIT_RUNTIME, "creating the engine: %s",
+					 rma_strerror(rc));
+		rc = rma_region_alloc(e, (size_t)a.size, a.access, &r, &p);
+		if (rc < 0) {
+			rma_engine_destroy(e);
+			return tool_fail("target", EXIT_RUNTIME, "allocating %" PRIu64
+					 " bytes: %s", a.size, rma_strerror(rc));
+		}
+		if (a.fill)
+			fill_pattern(p, (size_t)a.size, a.seed);
+		rc = serve(&a, sig_fd, e, p, r);
+		rma_engine_destroy(e);
+		close(sig_fd);
+		return rc;
+	}
 	buf = buffer_alloc((size_t)a.size);
 	if (!buf)
 		return tool_fail("target", EXIT_RUNTIME, "allocating %" PRIu64
@@ -246,7 +283,7 @@ int cmd_target(int argc, char **argv)
 		return tool_fail("target", EXIT_RUNTIME, "creating the engine: %s",
 				 rma_strerror(rc));
 	}
-	rc = serve(&a, sig_fd, e, buf);
+	rc = serve(&a, sig_fd, e, buf, NULL);
 	rma_engine_destroy(e);
 	buffer_free(buf, (size_t)a.size);
 	close(sig_fd);

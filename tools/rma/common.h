@@ -109,7 +109,7 @@ int parse_duration_ms(const char *s, uint64_t *out);
  *   -F --file  -O --out  -z --zero  -a --access  -T --timeout
  *   -w --window  -n --iters  -d --duration  -j --json  -m --manual-progress
  *   -h --help
- * Long only: --op, --target, --sizes (bench's synonym of --size),
+ * Long only: --op, --target, --alloc, --sizes (bench's synonym of --size),
  * --secret-file, --log.
  */
 enum {
@@ -117,6 +117,7 @@ enum {
 	OPT_LOG,                 /* every command */
 	OPT_OP,                  /* bench */
 	OPT_TARGET,              /* bench */
+	OPT_ALLOC,               /* target, bench */
 };
 
 /* The options every command takes, for its struct option table. */

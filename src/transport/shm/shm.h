@@ -178,6 +178,9 @@ struct shm_tr {
 	int64_t next_check;
 };
 
+/* Rows are mapped one page each: they must start on a page. */
+_Static_assert(SHM_ROW_OFF % SHM_PAGE == 0, "grant table rows must be page aligned");
+
 static inline struct shm_slot *shm_slot_at(const char *tab, uint32_t i)
 {
 	return (struct shm_slot *)(tab + SHM_SLOT_OFF) + i;
