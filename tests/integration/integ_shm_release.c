@@ -149,6 +149,15 @@ static rma_remote *remote(struct target *t, const char *name)
 	return r;
 }
 
+static int mapped; /* "shm: mapped region" debug lines */
+static void log_cb(void *arg, int level, const char *msg)
+{
+	if (strstr(msg, "shm: mapped region"))
+		mapped++;
+	else if (level <= RMA_LOG_WARN)
+		fprintf(stderr, "rma: %s\n", msg);
+}
+
 static int case_race(bool alloc)
 {
 	static struct target_opts o = { .transports = "shm", .rw_size = S };
@@ -164,6 +173,7 @@ static int case_race(bool alloc)
 	char *bpat = test_alloc(S);
 	test_fill(bpat, S, SEED_B);
 	s.bpat = bpat;
+	rma_set_log(RMA_LOG_DEBUG, log_cb, NULL);
 	s.e = shm_engine();
 	s.buf = test_alloc((SLOTS + 1) * OPSZ);
 	test_fill(s.buf + SLOTS * OPSZ, OPSZ, SEED_A);
@@ -197,6 +207,9 @@ static int case_race(bool alloc)
 	CHECKF(s.ok[2][0] + s.ok[2][1] == 0, "ops posted after release succeeded");
 	CHECKF(s.other == 0, "%ld ops failed with %s, not -EKEYREJECTED",
 	       s.other, rma_strerror(s.other_code));
+	/* memfd memory is mapped once, and only then; plain memory never. */
+	CHECKF(mapped == (alloc ? 1 : 0), "mapped the target's region %d times",
+	       mapped);
 	rma_remote_free(s.r);
 	rma_engine_destroy(s.e);
 	target_stop(&t);

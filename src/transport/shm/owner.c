@@ -71,17 +71,23 @@ static int row_get(struct shm_tr *st, struct shm_srv *s)
 	return -EUSERS;
 }
 
-static void answer_map(struct shm_srv *s, uint64_t id)
+/* A memfd only to a peer that holds a live key of that region. */
+static void answer_map(struct shm_srv *s, uint64_t id, uint64_t key)
 {
 	struct shm_msg m = {.type = SHM_MAPPED, .a = id};
-	for (struct shm_reg *g = s->st->regs; g; g = g->next)
-		if (g->id == id) {
+	struct rma_region *kr = NULL;
+	char *addr;
+
+	if (rma__target_lookup(s->st->e, key, 0, 0, 0, &addr, &kr))
+		kr = NULL;
+	for (struct shm_reg *g = s->st->regs; g && kr; g = g->next)
+		if (g->id == id && g->r == kr) {
 			m.b = rma__region_len(g->r);
 			if (rma__shm_send(s->w.fd, &m, rma__region_fd(g->r)))
 				srv_close(s);
 			return;
 		}
-	m.status = -EKEYREJECTED; /* released meanwhile */
+	m.status = -EKEYREJECTED; /* released meanwhile, or not this key's */
 	if (rma__shm_send(s->w.fd, &m, -1))
 		srv_close(s);
 }
@@ -109,7 +115,7 @@ static void srv_cb(struct rma__watch *w, uint32_t ev)
 				break;
 			}
 		} else if (m.type == SHM_MAP && s->row >= 0) {
-			answer_map(s, m.a);
+			answer_map(s, m.a, m.b);
 			return; /* s may be gone */
 		} else {
 			rc = -EPROTO;

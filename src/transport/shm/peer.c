@@ -142,6 +142,8 @@ static int mapped(struct shm_peer *p, const struct shm_msg *m, int fd)
 	}
 	mp->addr = a;
 	mp->len = m->b;
+	rma__log(RMA_LOG_DEBUG, "shm: mapped region %u of pid %d (%llu bytes)",
+		 mp->id, (int)p->pid, (unsigned long long)mp->len);
 	return 0;
 }
 
@@ -299,8 +301,8 @@ static int cma(struct shm_peer *p, unsigned kind, char *l, uint64_t raddr,
 }
 
 /* The memfd path: the region mapped here, asked for on first use. */
-static int via_map(struct shm_peer *p, const struct shm_slot *s, char **dst,
-		   uint64_t raddr, uint64_t len)
+static int via_map(struct shm_peer *p, const struct shm_slot *s, uint64_t key,
+		   char **dst, uint64_t raddr, uint64_t len)
 {
 	struct shm_map *mp = map_find(p, s->region_id);
 
@@ -314,7 +316,7 @@ static int via_map(struct shm_peer *p, const struct shm_slot *s, char **dst,
 				return 1; /* all pending: use cma */
 			map_drop(mp);
 		}
-		struct shm_msg m = {.type = SHM_MAP, .a = s->region_id};
+		struct shm_msg m = {.type = SHM_MAP, .a = s->region_id, .b = key};
 		if (p->w.fd < 0 || rma__shm_send(p->w.fd, &m, -1))
 			return 1;
 		mp->id = s->region_id;
@@ -365,7 +367,7 @@ int rma__shm_post(struct rma__peer *bp, const struct rma__xfer *x)
 		goto out;
 	}
 	if (s->region_id) {
-		rc = via_map(p, s, &dst, x->raddr, x->len);
+		rc = via_map(p, s, rk->key, &dst, x->raddr, x->len);
 		if (rc < 0) /* -EAGAIN: asked for the mapping, kicked on answer */
 			goto out;
 	}

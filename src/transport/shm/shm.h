@@ -80,7 +80,7 @@ int rma__shm_blob_decode(const void *buf, size_t len, struct shm_blob *b);
 enum {
 	SHM_HELLO = 1,   /* I->O: a = initiator engine id, b = owner engine id */
 	SHM_WELCOME,     /* O->I: status, a = owner engine id, b = row; + table fd */
-	SHM_MAP,         /* I->O: a = region id */
+	SHM_MAP,         /* I->O: a = region id, b = a key of one of its grants */
 	SHM_MAPPED,      /* O->I: status, a = region id, b = length; + memfd */
 	SHM_UNMAP,       /* O->I: a = region id: released, drop the mapping */
 };
