@@ -6,6 +6,8 @@
  *            and either moves the bytes.
  *   pidns    a target in another pid namespace: shm declines it
  *            (reachable), tcp carries the ops.  Needs root (else skip).
+ *   secret   a target with a shared secret: shm checks it as tcp does (the
+ *            setup handshake); a wrong one is refused on every route.
  *   netns    a target in another network namespace, joined by a veth pair
  *            (its shm socket is out of reach although boot and pid
  *            namespace match): the connect fails, ops fall back to tcp with
@@ -92,6 +94,49 @@ static int case_same(void)
 	CHECKF(!strcmp(route_of(e, r), "tcp"), "RMA_TRANSPORTS=tcp route: %s",
 	       route_of(e, r));
 	roundtrip(e, r, 2);
+	rma_engine_destroy(e);
+
+	rma_remote_free(r);
+	target_stop(&t);
+	return 0;
+}
+
+static int case_secret(void)
+{
+	static struct target_opts o = { .rw_size = SIZE, .secret = "open sesame" };
+	char tok[RMA_ADVERTISEMENT_TEXT_MAX];
+	struct target t;
+	struct rma_config cfg;
+	rma_remote *r;
+	rma_engine *e;
+	int rc;
+
+	if ((rc = target_start(&t, &o)))
+		return rc;
+	target_token(&t, "rw", 0, 0, 0, tok, sizeof tok);
+	CHECK_RC(rma_remote_parse(tok, &r), 0);
+
+	/* The right secret: shm. */
+	rma_config_init(&cfg);
+	cfg.secret = "open sesame";
+	CHECK_RC(rma_engine_create(&cfg, &e), 0);
+	roundtrip(e, r, 4);
+	CHECKF(!strcmp(route_of(e, r), "shm"), "route: %s", route_of(e, r));
+	rma_engine_destroy(e);
+
+	/* A wrong one, shm alone: refused. */
+	rma_config_init(&cfg);
+	cfg.secret = "guess";
+	cfg.transports = "shm";
+	CHECK_RC(rma_engine_create(&cfg, &e), 0);
+	char *buf = test_alloc(4096);
+	rma_region *l;
+	int64_t res;
+	CHECK_RC(rma_region_register(e, buf, 4096, 0, &l), 0);
+	struct rma_op op = { .kind = RMA_OP_PUT, .local = l, .remote = r,
+			     .len = 4096 };
+	CHECK_RC(rma_submit(e, &op, 1, 10000, &res, NULL, 0), 1);
+	CHECK_RC(res, -EACCES);
 	rma_engine_destroy(e);
 
 	rma_remote_free(r);
@@ -238,10 +283,12 @@ int main(int argc, char **argv)
 			SKIP("shm not available: %s", info[i].detail);
 	if (!strcmp(c, "same"))
 		return case_same();
+	if (!strcmp(c, "secret"))
+		return case_secret();
 	if (!strcmp(c, "pidns"))
 		return case_other_ns(false);
 	if (!strcmp(c, "netns"))
 		return case_other_ns(true);
-	fprintf(stderr, "usage: %s same | pidns | netns\n", argv[0]);
+	fprintf(stderr, "usage: %s same | secret | pidns | netns\n", argv[0]);
 	return 1;
 }

@@ -16,7 +16,9 @@
 
 static void srv_release(struct rma__watch *w)
 {
-	free(container_of(w, struct shm_srv, w));
+	struct shm_srv *s = container_of(w, struct shm_srv, w);
+	free(s->setup);
+	free(s);
 }
 
 static void row_free(struct shm_tr *st, unsigned i)
@@ -99,6 +101,20 @@ static void srv_cb(struct rma__watch *w, uint32_t ev)
 	struct shm_msg m;
 	int rc;
 
+	if (s->setup) { /* first the secret, as on tcp */
+		rc = rma__setup_run(s->setup);
+		if (rc == -EINPROGRESS) {
+			rma__watch_mod(st->e, w, rma__setup_events(s->setup));
+			return;
+		}
+		free(s->setup);
+		s->setup = NULL;
+		if (rc) {
+			srv_close(s);
+			return;
+		}
+		rma__watch_mod(st->e, w, EPOLLIN);
+	}
 	for (;;) {
 		rc = rma__shm_recv(w->fd, &m, NULL);
 		if (rc <= 0)
@@ -154,8 +170,15 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 		s->w.fd = fd;
 		s->w.cb = srv_cb;
 		s->w.release = srv_release;
-		if (rma__watch_add(st->e, &s->w, EPOLLIN)) {
+		struct rma__setup_params sp = {
+			.key = st->key, .kind = SHM_SETUP_KIND,
+			.engine_id = st->engine_id,
+		};
+		s->setup = malloc(sizeof *s->setup);
+		if (!s->setup || rma__setup_init(s->setup, fd, true, &sp) ||
+		    rma__watch_add(st->e, &s->w, EPOLLIN)) {
 			close(fd);
+			free(s->setup);
 			free(s);
 			continue;
 		}

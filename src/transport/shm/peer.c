@@ -23,6 +23,7 @@
 
 static void peer_free(struct shm_peer *p)
 {
+	free(p->setup);
 	if (p->tab)
 		munmap((void *)p->tab, SHM_ROW_OFF);
 	if (p->row)
@@ -153,6 +154,24 @@ static void peer_cb(struct rma__watch *w, uint32_t ev)
 	struct shm_msg m;
 	int rc, fd;
 
+	if (p->setup) { /* first the secret and the engine id, as on tcp */
+		rc = rma__setup_run(p->setup);
+		if (rc == -EINPROGRESS) {
+			rma__watch_mod(p->st->e, w, rma__setup_events(p->setup));
+			return;
+		}
+		free(p->setup);
+		p->setup = NULL;
+		struct shm_msg h = {.type = SHM_HELLO, .a = p->st->engine_id,
+				    .b = p->expect_id};
+		if (!rc)
+			rc = rma__shm_send(w->fd, &h, -1);
+		if (!rc)
+			rc = rma__watch_mod(p->st->e, w, EPOLLIN);
+		if (rc)
+			peer_fail(p, rc);
+		return;
+	}
 	for (;;) {
 		fd = -1;
 		rc = rma__shm_recv(w->fd, &m, &fd);
@@ -207,13 +226,19 @@ static int dial(struct shm_peer *p, const struct shm_blob *b, uint64_t engine_id
 	rc = rma__shm_start_time(p->pid, &start);
 	if (rc || start != b->id.start)
 		return -ESTALE;
-	struct shm_msg m = {.type = SHM_HELLO, .a = p->st->engine_id, .b = engine_id};
-	rc = rma__shm_send(p->w.fd, &m, -1);
+	struct rma__setup_params sp = {
+		.key = p->st->key, .kind = SHM_SETUP_KIND,
+		.engine_id = p->st->engine_id, .expect_id = engine_id,
+	};
+	p->setup = malloc(sizeof *p->setup);
+	if (!p->setup)
+		return -ENOMEM;
+	rc = rma__setup_init(p->setup, p->w.fd, false, &sp);
 	if (rc)
 		return rc;
 	p->w.cb = peer_cb;
 	p->w.release = peer_release;
-	rc = rma__watch_add(p->st->e, &p->w, EPOLLIN);
+	rc = rma__watch_add(p->st->e, &p->w, EPOLLOUT | EPOLLIN);
 	if (rc == 0)
 		p->watched = true;
 	return rc;

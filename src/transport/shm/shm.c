@@ -60,6 +60,7 @@ static int shm_init(struct rma_engine *e, const struct rma__topts *o,
 	st->max_msg = ep->max_msg_size ? RMA_MIN(ep->max_msg_size, SHM_MAX_MSG)
 				       : SHM_MAX_MSG;
 	st->next_region_id = 1;
+	rma__setup_key(ep->secret, st->key);
 	rc = rma__shm_ident(&st->id);
 	/* Yama's restricted mode: let same-user peers attach to us. */
 	f = rc ? NULL : fopen("/proc/sys/kernel/yama/ptrace_scope", "re");

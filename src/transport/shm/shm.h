@@ -19,6 +19,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "transport/setup.h"
 #include "transport/transport.h"
 #include "util/util.h"
 
@@ -35,6 +36,7 @@
 #define SHM_MAX_CONNS 1024u
 #define SHM_MAPS 64u               /* memfd regions a peer keeps mapped */
 #define SHM_HELLO_NS (10LL * 1000000000) /* a handshake not done by then fails */
+#define SHM_SETUP_KIND 4           /* shm's use of the setup handshake */
 
 /* One grant in the table.  key is 0 when the slot is free or revoked; the
  * owner writes the other fields before publishing key. */
@@ -112,6 +114,7 @@ struct shm_srv {
 	pid_t pid;
 	int row;         /* -1 until HELLO */
 	int64_t hs_deadline;
+	struct rma__setup *setup; /* the secret handshake; NULL once done */
 	struct shm_srv *next;
 };
 
@@ -146,6 +149,7 @@ struct shm_peer {
 	int pidfd;
 	uint64_t expect_id;
 	int64_t hs_deadline;
+	struct rma__setup *setup; /* the secret handshake; NULL once done */
 	bool welcomed;
 	bool watched;             /* its socket was in the engine's epoll */
 	bool gone;                /* disconnected: the core forgot it */
@@ -162,6 +166,7 @@ struct shm_tr {
 	struct rma__transport base;
 	struct rma_engine *e;
 	uint64_t engine_id;
+	uint8_t key[16];          /* proof key from the shared secret */
 	struct shm_ident id;
 	uint64_t max_msg;
 	unsigned drain_ms;
