@@ -179,6 +179,8 @@ struct rma_engine {
 	int64_t poll_ns;         /* smallest transport poll_ns; 0 = none */
 	bool in_cb;
 	bool pump;               /* credits freed or a peer became ready */
+	bool backlog;            /* the last pump left a peer at its credit
+				  * limit with chunks queued */
 	int pollers;             /* threads between epoll_wait and handling */
 	struct rma__watch *grave; /* retired watches awaiting release */
 };

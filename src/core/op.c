@@ -263,6 +263,8 @@ void rma__peer_pump(struct rma_engine *e, struct rma__peer *p)
 		if (op->posted == op->len)
 			rma__list_del(&op->qnode);
 	}
+	if (n && p->inflight >= limit)
+		e->backlog = true;
 	if (posted)
 		ops->flush(p);
 }
@@ -270,6 +272,7 @@ void rma__peer_pump(struct rma_engine *e, struct rma__peer *p)
 void rma__pump_all(struct rma_engine *e)
 {
 	e->pump = false;
+	e->backlog = false;
 	for (struct rma__peer *p = e->peers; p; p = p->next)
 		if (!rma__list_empty(&p->queue))
 			rma__peer_pump(e, p);
@@ -392,6 +395,11 @@ RMA_EXPORT int rma_post(rma_engine *e, const struct rma_op *ops, size_t n,
 	/* Completions made right here (zero-length ops, a failed peer) reach
 	 * a callback through the progress thread, never inside rma_post. */
 	if (e->cb && e->cq_count && e->has_thread)
+		rma__wake(e);
+	/* Chunks completed inside that pump (a transport that copies in
+	 * post) left more to post: the progress thread may be asleep with no
+	 * fd to wake it. */
+	else if (e->pump && e->backlog && e->has_thread)
 		rma__wake(e);
 	pthread_mutex_unlock(&e->mu);
 	if (i < n && err)

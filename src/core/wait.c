@@ -50,6 +50,9 @@ void rma__wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
 			if (--e->waiters == 0)
 				pthread_cond_broadcast(&e->pt_cv);
 			rma__retime(e); /* our deadlines are the thread's now */
+			if (e->pump && e->backlog) /* and our pending posts
+						    * (no fd tells it) */
+				rma__wake(e);
 			pthread_cond_timedwait(&e->done_cv, &e->mu, &ts);
 			e->waiters++;
 			continue;
