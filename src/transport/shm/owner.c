@@ -110,6 +110,8 @@ static void srv_cb(struct rma__watch *w, uint32_t ev)
 		free(s->setup);
 		s->setup = NULL;
 		if (rc) {
+			rma__refused(&st->refusals, rc == -EACCES ? RMA__REFUSED_SECRET
+					: RMA__REFUSED_PROTO, rma__now_ns());
 			srv_close(s);
 			return;
 		}
@@ -292,7 +294,9 @@ void rma__shm_owner_expire(struct shm_tr *st, int64_t now)
 {
 	for (struct shm_srv *s = st->served, *next; s; s = next) {
 		next = s->next;
-		if (s->row < 0 && now > s->hs_deadline)
+		if (s->row < 0 && now > s->hs_deadline) {
+			rma__refused(&st->refusals, RMA__REFUSED_TIMEOUT, now);
 			srv_close(s);
+		}
 	}
 }

@@ -61,6 +61,8 @@ static int shm_init(struct rma_engine *e, const struct rma__topts *o,
 				       : SHM_MAX_MSG;
 	st->next_region_id = 1;
 	rma__setup_key(ep->secret, st->key);
+	st->refusals.who = "shm";
+	st->refusals.interval_ns = 10 * 1000000000LL;
 	rc = rma__shm_ident(&st->id);
 	/* Yama's restricted mode: let same-user peers attach to us. */
 	f = rc ? NULL : fopen("/proc/sys/kernel/yama/ptrace_scope", "re");
@@ -215,6 +217,7 @@ static void shm_progress(struct rma__transport *t)
 	st->next_check = now + 100 * 1000000LL;
 	rma__shm_owner_expire(st, now);
 	rma__shm_peers_expire(st, now);
+	rma__refusals_log(&st->refusals, now);
 }
 
 const struct rma__transport_ops rma__shm_ops = {

@@ -182,6 +182,7 @@ struct shm_tr {
 	uint32_t next_region_id;
 	struct shm_peer *peers;
 	int64_t next_check;
+	struct rma__refusals refusals; /* failed handshakes, logged as counts */
 };
 
 /* Rows are mapped one page each: they must start on a page. */
