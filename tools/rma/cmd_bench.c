@@ -100,6 +100,7 @@ struct bench {
 struct result {
 	uint64_t size;
 	uint64_t iters;
+	uint64_t posts;   /* rma_post calls that posted ops */
 	double secs;
 	double mbps, ops_per_s;
 	double p50_us, p99_us;
@@ -160,7 +161,7 @@ static void usage(FILE *f)
 		"region (target) and per peer (target and initiator), from /proc.\n\n"
 		"JSON keys: transport, op, size (bytes), window, batch, peers, regions,\n"
 		"iters, seconds, duration_s, warmup_s, bandwidth_MBps, bandwidth_Gbps,\n"
-		"ops_per_s, latency_us_p50, latency_us_p99 (microseconds, a completed op),\n"
+		"ops_per_s, ops_per_post, latency_us_p50, latency_us_p99 (microseconds, a completed op),\n"
 		"latency_samples, latency_of (\"completed op, one at a time\"), verified\n"
 		"(true, false or null), register_per_s, target_B_per_region,\n"
 		"target_B_per_peer, initiator_B_per_peer, connect_ms (null where not\n"
@@ -709,7 +710,7 @@ static int post_batch(struct bench *b, uint64_t size, unsigned p, uint64_t left)
 static int window_phase(struct bench *b, uint64_t size, uint64_t ms,
 			uint64_t iters, struct result *res)
 {
-	uint64_t posted = 0, done = 0, bytes = 0, t0 = now_ns();
+	uint64_t posted = 0, posts = 0, done = 0, bytes = 0, t0 = now_ns();
 	unsigned inflight = 0;
 
 	for (;;) {
@@ -717,12 +718,17 @@ static int window_phase(struct bench *b, uint64_t size, uint64_t ms,
 				  : now_ns() - t0 >= ms * 1000000u;
 		int n;
 
+		/* Fill each window with as many whole batches as it has room for. */
 		for (unsigned p = 0; !over && p < b->np; p++) {
-			n = post_batch(b, size, p, iters ? iters - posted : UINT64_MAX);
-			if (n < 0)
-				return -n;
-			posted += (uint64_t)n;
-			inflight += (unsigned)n;
+			do {
+				n = post_batch(b, size, p,
+					       iters ? iters - posted : UINT64_MAX);
+				if (n < 0)
+					return -n;
+				posted += (uint64_t)n;
+				posts += n > 0;
+				inflight += (unsigned)n;
+			} while (n > 0 && b->a->batch);
 		}
 		if (inflight == 0 && over)
 			break;
@@ -736,6 +742,7 @@ static int window_phase(struct bench *b, uint64_t size, uint64_t ms,
 	}
 	if (res) {
 		res->iters = done;
+		res->posts = posts;
 		res->secs = (double)(now_ns() - t0) / 1e9;
 		res->mbps = (double)bytes / res->secs / 1e6;
 		res->ops_per_s = (double)done / res->secs;
@@ -946,12 +953,13 @@ static void print_result(const struct bench *b, const struct result *r)
 	       ",\"window\":%u,\"batch\":%u,\"peers\":%u,\"regions\":%u"
 	       ",\"iters\":%" PRIu64 ",\"seconds\":%.4f,\"duration_s\":%.3f"
 	       ",\"warmup_s\":%.3f,\"bandwidth_MBps\":%.2f,\"bandwidth_Gbps\":%.4f"
-	       ",\"ops_per_s\":%.1f,\"latency_us_p50\":%.2f,\"latency_us_p99\":%.2f"
+	       ",\"ops_per_s\":%.1f,\"ops_per_post\":%.2f,\"latency_us_p50\":%.2f,\"latency_us_p99\":%.2f"
 	       ",\"latency_samples\":%zu"
 	       ",\"latency_of\":\"completed op, one at a time\",\"verified\":%s",
 	       b->route, op_name(a->kind), r->size, a->window, a->batch, b->np, b->nr,
 	       r->iters, r->secs, a->duration_ms / 1e3, a->warmup_ms / 1e3, r->mbps,
-	       r->mbps * 8 / 1e3, r->ops_per_s, r->p50_us, r->p99_us, r->samples,
+	       r->mbps * 8 / 1e3, r->ops_per_s,
+	       r->posts ? (double)r->iters / r->posts : 0.0, r->p50_us, r->p99_us, r->samples,
 	       r->verified < 0 ? "null" : r->verified ? "true" : "false");
 	json_num("register_per_s", s->register_per_s);
 	json_num("target_B_per_region", s->target_B_per_region);
