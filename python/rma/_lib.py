@@ -35,6 +35,7 @@ class RmaConfig(ctypes.Structure):
         ("max_msg_size", ctypes.c_uint64),
         ("timeout_ms", ctypes.c_int),
         ("spin_us", ctypes.c_int),
+        ("advertise", ctypes.c_char_p),
     ]
 
 

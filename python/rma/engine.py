@@ -305,7 +305,9 @@ class Engine:
 
     ``transports``: a spec string ("tcp", "tcp:listen=0.0.0.0:7000") or a
     list of them (None: every available one).  ``listen``: "HOST:PORT" the
-    tcp listener binds (None: 127.0.0.1 on any port).  ``secret``: shared
+    tcp listener binds (None: 127.0.0.1 on any port).  ``advertise``: the
+    host peers should connect to (None: the listen address, or for 0.0.0.0
+    and [::] the default route's interface).  ``secret``: shared
     secret peers must prove (str or bytes; None: ``RMA_SECRET`` or none).
     ``timeout``: default op deadline in seconds.  ``RMA_*`` environment
     variables override these, as for every rma program.
@@ -315,7 +317,8 @@ class Engine:
                  listen: Optional[str] = None, secret: Union[None, str, bytes] = None,
                  *, timeout: Optional[float] = None, stripes: int = 0,
                  queue_depth: int = 0, cq_depth: int = 0, max_msg_size: int = 0,
-                 manual_progress: bool = False) -> None:
+                 manual_progress: bool = False,
+                 advertise: Optional[str] = None) -> None:
         self._ptr: Optional[int] = None
         self._lock = threading.Lock()
         self._buffers: Set[Buffer] = set()
@@ -330,6 +333,7 @@ class Engine:
         cfg.size = ctypes.sizeof(_lib.RmaConfig)
         cfg.transports = transports.encode() if transports else None
         cfg.listen = listen.encode() if listen else None
+        cfg.advertise = advertise.encode() if advertise else None
         cfg.secret = secret or None
         cfg.flags = _lib.RMA_ENGINE_MANUAL_PROGRESS if manual_progress else 0
         cfg.queue_depth = queue_depth

@@ -118,7 +118,7 @@ struct rma_engine {
 	struct rma__engine_params p;
 	struct rma_config cfg;
 	unsigned flags;
-	char *transports_str, *listen_str, *secret_str;
+	char *transports_str, *listen_str, *secret_str, *advertise_str;
 
 	struct rma__transport *tr[RMA__MAX_TRANSPORTS];
 	unsigned ntr;

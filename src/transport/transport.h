@@ -295,6 +295,7 @@ void rma__peer_kick(struct rma__peer *p);
 
 struct rma__engine_params {
 	const char *listen;       /* rma_config.listen: tcp's default */
+	const char *advertise;    /* rma_config.advertise: tcp's default */
 	const char *secret;
 	unsigned queue_depth;
 	unsigned stripes;         /* rma_config.stripes: tcp's default */

@@ -12,12 +12,14 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 struct target_args {
 	const char *transports; /* NULL = every available one */
 	const char *listen;     /* NULL = the library's default */
+	const char *advertise;  /* NULL = the library's choice */
 	uint64_t size;
 	bool fill;
 	uint64_t seed;
@@ -28,8 +30,9 @@ struct target_args {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rma target [--transport LIST] [--listen HOST:PORT] [--size BYTES]\n"
-		"                  [--fill SEED] [--access rw|r|w] [--secret-file PATH]\n"
+		"usage: rma target [--transport LIST] [--listen HOST:PORT] [--advertise HOST]\n"
+		"                  [--size BYTES] [--fill SEED] [--access rw|r|w]\n"
+		"                  [--secret-file PATH]\n"
 		"                  [--log LEVEL]\n\n"
 		"Register a buffer (default 1M, zero-filled unless --fill) with the given\n"
 		"remote access (default rw) and print exactly one line on stdout:\n"
@@ -45,6 +48,10 @@ static void usage(FILE *f)
 		"                           with options: tcp:listen=0.0.0.0:7000 (default: all)\n"
 		"  -l, --listen HOST:PORT   tcp listen address; 0.0.0.0:PORT or [::]:PORT for\n"
 		"                           every address (default 127.0.0.1:0, or RMA_LISTEN)\n"
+		"      --advertise HOST     the address peers should connect to (default: the\n"
+		"                           listen address; for 0.0.0.0 or [::], an up\n"
+		"                           interface's, the default route's first; or\n"
+		"                           RMA_ADVERTISE)\n"
 		"  -s, --size BYTES         buffer size (default 1M)\n"
 		"  -f, --fill SEED          fill with the deterministic pattern of SEED\n"
 		"  -a, --access MODE        rw (default), r (get only) or w (put only)\n"
@@ -56,6 +63,7 @@ static int parse_args(int argc, char **argv, struct target_args *a)
 	static const struct option opts[] = {
 		{ "transport", required_argument, NULL, 't' },
 		{ "listen", required_argument, NULL, 'l' },
+		{ "advertise", required_argument, NULL, 'A' + 256 },
 		{ "size", required_argument, NULL, 's' },
 		{ "fill", required_argument, NULL, 'f' },
 		{ "access", required_argument, NULL, 'a' },
@@ -73,6 +81,7 @@ static int parse_args(int argc, char **argv, struct target_args *a)
 		switch (c) {
 		case 't': a->transports = optarg; break;
 		case 'l': a->listen = optarg; break;
+		case 'A' + 256: a->advertise = optarg; break;
 		case 's':
 			if (parse_size(optarg, &a->size) < 0 || a->size == 0)
 				return tool_usage_error("target", "bad --size '%s'", optarg);
@@ -210,6 +219,9 @@ int cmd_target(int argc, char **argv)
 	rma_config_init(&cfg);
 	cfg.transports = a.transports;
 	cfg.listen = a.listen;
+	cfg.advertise = a.advertise;
+	if (a.advertise)
+		unsetenv("RMA_ADVERTISE"); /* the option wins, as the others do */
 	rc = common_apply("target", &a.common, &cfg);
 	if (rc)
 		return rc;
