@@ -37,6 +37,8 @@ for i in 1 2 3; do
 	ops=$(json_get "$tmp/put.out" ops_per_s $i)
 	[ -n "$ops" ] && [ "${ops%%.*}" -gt 0 ] || fail "put line $i: ops_per_s '$ops'"
 	[ -n "$(json_get "$tmp/put.out" bandwidth_Gbps $i)" ] || fail "no bandwidth_Gbps"
+	v=$(json_get "$tmp/put.out" target_cpu_us_per_op $i)
+	[ -n "$v" ] && [ "$v" != null ] || fail "line $i: the target's CPU per op not measured"
 done
 bench get --op get --sizes 8,4K -d 0.1 --verify --fill 11
 [ "$(json_get "$tmp/get.out" verified 2)" = true ] || fail "get not verified"
@@ -85,6 +87,8 @@ grep -q "differs" "$tmp/wrong.err" || fail "no message naming the difference"
 "$RMA" get "$token" >"$tmp/before.out" 2>"$tmp/before.err" || fail "get: status $?"
 bench tput --target "$token" --op put --sizes 8,4K -d 0.05 --verify
 [ "$(json_get "$tmp/tput.out" verified 2)" = true ] || fail "put into the target not verified"
+[ "$(json_get "$tmp/tput.out" target_cpu_us_per_op)" = null ] ||
+	fail "CPU of a target not ours reported"
 stop_target
 [ "$final" != "$(crc_of "$tmp/before.out")" ] || fail "put --verify left the target as it was"
 echo ok

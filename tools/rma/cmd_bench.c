@@ -7,6 +7,7 @@
  */
 #include "common.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -102,6 +103,7 @@ struct result {
 	uint64_t iters;
 	uint64_t posts;   /* rma_post calls that posted ops */
 	double secs;
+	double cpu_us_init, cpu_us_target; /* CPU time per op; -1 unmeasured */
 	double mbps, ops_per_s;
 	double p50_us, p99_us;
 	size_t samples;
@@ -161,11 +163,14 @@ static void usage(FILE *f)
 		"region (target) and per peer (target and initiator), from /proc.\n\n"
 		"JSON keys: transport, op, size (bytes), window, batch, peers, regions,\n"
 		"iters, seconds, duration_s, warmup_s, bandwidth_MBps, bandwidth_Gbps,\n"
-		"ops_per_s, ops_per_post, latency_us_p50, latency_us_p99 (microseconds, a completed op),\n"
-		"latency_samples, latency_of (\"completed op, one at a time\"), verified\n"
-		"(true, false or null), register_per_s, target_B_per_region,\n"
-		"target_B_per_peer, initiator_B_per_peer, connect_ms (null where not\n"
-		"measured), manual_progress.\n",
+		"ops_per_s, ops_per_post, latency_us_p50, latency_us_p99 (microseconds,\n"
+		"a completed op), latency_samples, latency_of (\"completed op, one at a\n"
+		"time\"), verified (true, false or null), cpu_us_per_op and\n"
+		"target_cpu_us_per_op (CPU time of every thread of each side in the\n"
+		"bandwidth phase, per op; the benchmark's includes its busy-polling),\n"
+		"register_per_s, target_B_per_region, target_B_per_peer,\n"
+		"initiator_B_per_peer, connect_ms (null where not measured),\n"
+		"manual_progress.\n",
 		MAX_WINDOW, DEFAULT_SEED, MAX_PEERS, MAX_REGIONS);
 }
 
@@ -372,6 +377,48 @@ static double vm_rss(pid_t pid)
 			break;
 	fclose(f);
 	return kb < 0 ? -1 : kb * 1024;
+}
+
+/* CPU time of every thread of a process, in ns (schedstat), or -1. */
+static double task_cpu_ns(pid_t pid)
+{
+	char path[64];
+	struct dirent *d;
+	double sum = 0;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	dir = opendir(path);
+	if (!dir)
+		return -1;
+	while ((d = readdir(dir)) != NULL) {
+		char file[64];
+		unsigned long long ns;
+		FILE *f;
+
+		if (d->d_name[0] == '.')
+			continue;
+		if (snprintf(file, sizeof(file), "/proc/%d/task/%.20s/schedstat",
+			     (int)pid, d->d_name) >= (int)sizeof(file))
+			continue;
+		f = fopen(file, "r");
+		if (!f)
+			continue; /* the thread just ended */
+		if (fscanf(f, "%llu", &ns) == 1)
+			sum += (double)ns;
+		fclose(f);
+	}
+	closedir(dir);
+	return sum;
+}
+
+static double self_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) < 0)
+		return -1;
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
 /* ---- the target child ---- */
@@ -711,6 +758,8 @@ static int window_phase(struct bench *b, uint64_t size, uint64_t ms,
 			uint64_t iters, struct result *res)
 {
 	uint64_t posted = 0, posts = 0, done = 0, bytes = 0, t0 = now_ns();
+	double cpu0 = self_cpu_ns();
+	double tcpu0 = b->target_pid ? task_cpu_ns(b->target_pid) : -1;
 	unsigned inflight = 0;
 
 	for (;;) {
@@ -746,6 +795,19 @@ static int window_phase(struct bench *b, uint64_t size, uint64_t ms,
 		res->secs = (double)(now_ns() - t0) / 1e9;
 		res->mbps = (double)bytes / res->secs / 1e6;
 		res->ops_per_s = (double)done / res->secs;
+		res->cpu_us_init = res->cpu_us_target = -1;
+		if (done && cpu0 >= 0) {
+			double cpu1 = self_cpu_ns();
+
+			if (cpu1 >= 0)
+				res->cpu_us_init = (cpu1 - cpu0) / 1e3 / (double)done;
+		}
+		if (done && tcpu0 >= 0) {
+			double tcpu1 = task_cpu_ns(b->target_pid);
+
+			if (tcpu1 >= 0)
+				res->cpu_us_target = (tcpu1 - tcpu0) / 1e3 / (double)done;
+		}
 	}
 	return 0;
 }
@@ -931,8 +993,9 @@ static void print_header(const struct bench *b)
 	       "latency: a completed op, one at a time (a full round trip)\n",
 	       a->iters ? "fixed-count" : "timed", a->duration_ms / 1e3,
 	       a->warmup_ms / 1e3);
-	printf("%8s %11s %9s %9s %9s %9s %10s%s\n", "size", "MB/s(10^6)", "Gb/s",
-	       "Mop/s", "p50 us", "p99 us", "ops", a->verify ? "  verify" : "");
+	printf("%8s %11s %9s %9s %9s %9s %10s %9s %9s%s\n", "size", "MB/s(10^6)",
+	       "Gb/s", "Mop/s", "p50 us", "p99 us", "ops", "cpu/op", "tgt cpu",
+	       a->verify ? "  verify" : "");
 }
 
 static void print_result(const struct bench *b, const struct result *r)
@@ -942,9 +1005,16 @@ static void print_result(const struct bench *b, const struct result *r)
 	char sz[32];
 
 	if (!a->json) {
-		printf("%8s %11.2f %9.3f %9.4f %9.2f %9.2f %10" PRIu64 "%s\n",
+		char tgt[32];
+
+		if (r->cpu_us_target >= 0)
+			snprintf(tgt, sizeof(tgt), "%.2f", r->cpu_us_target);
+		else
+			snprintf(tgt, sizeof(tgt), "-");
+		printf("%8s %11.2f %9.3f %9.4f %9.2f %9.2f %10" PRIu64 " %9.2f %9s%s\n",
 		       format_size(r->size, sz, sizeof(sz)), r->mbps, r->mbps * 8 / 1e3,
 		       r->ops_per_s / 1e6, r->p50_us, r->p99_us, r->iters,
+		       r->cpu_us_init, tgt,
 		       r->verified < 0 ? "" : r->verified ? "  ok" : "  FAILED");
 		fflush(stdout);
 		return;
@@ -961,6 +1031,8 @@ static void print_result(const struct bench *b, const struct result *r)
 	       r->mbps * 8 / 1e3, r->ops_per_s,
 	       r->posts ? (double)r->iters / r->posts : 0.0, r->p50_us, r->p99_us, r->samples,
 	       r->verified < 0 ? "null" : r->verified ? "true" : "false");
+	json_num("cpu_us_per_op", r->cpu_us_init);
+	json_num("target_cpu_us_per_op", r->cpu_us_target);
 	json_num("register_per_s", s->register_per_s);
 	json_num("target_B_per_region", s->target_B_per_region);
 	json_num("target_B_per_peer", s->target_B_per_peer);
