@@ -158,6 +158,7 @@ static void usage(FILE *f)
 		"      --target TOKEN       use an existing target (its window must hold the\n"
 		"                           largest size and allow the operation)\n"
 		COMMON_HELP "\n" UNITS_HELP
+		"Here --duration and --warmup read a bare number as seconds.\n"
 		"MB/s is 10^6 bytes/s, Gb/s 10^9 bits/s, Mop/s 10^6 completed ops/s.\n"
 		"Setup costs: registrations per second at the target, and VmRSS growth per\n"
 		"region (target) and per peer (target and initiator), from /proc.\n\n"
