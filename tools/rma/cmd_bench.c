@@ -13,6 +13,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -154,7 +155,8 @@ static void usage(FILE *f)
 		"  -T, --timeout DURATION   deadline of each op (default: the engine's, 30s;\n"
 		"                           a bare number is ms)\n"
 		"  -j, --json               one JSON object per line per size\n"
-		"  -m, --manual-progress    no progress thread: busy-poll rma_progress()\n"
+		"  -m, --manual-progress    no progress thread: busy-poll rma_progress(),\n"
+		"                           yielding the CPU after each empty round\n"
 		"      --target TOKEN       use an existing target (its window must hold the\n"
 		"                           largest size and allow the operation)\n"
 		COMMON_HELP "\n" UNITS_HELP
@@ -717,8 +719,12 @@ static int reap(struct bench *b, uint64_t size, uint64_t *bytes)
 		}
 		if (total)
 			return total;
-		/* With manual progress we are the progress: keep spinning. */
-		if (!b->a->manual && now_ns() >= spin_until)
+		/* With manual progress we are the progress: keep spinning, but
+		 * let a target on the same cores run (a spinner that never
+		 * yields holds the CPU for a whole time slice). */
+		if (b->a->manual)
+			sched_yield();
+		else if (now_ns() >= spin_until)
 			/* Bounded sleep: a lost wakeup costs 1 ms, not a hang. */
 			poll(b->fds, b->np, 1);
 	}
