@@ -68,6 +68,9 @@ for k in register_per_s target_B_per_region target_B_per_peer initiator_B_per_pe
 done
 bench scaleget --op get --sizes 8 --peers 2 --regions 3 --iters 50 --verify
 [ "$(json_get "$tmp/scaleget.out" verified)" = true ] || fail "scale get not verified"
+bench manual --op get --sizes 8,4K -m --peers 2 --batch 4 -d 0.05 --verify
+[ "$(json_get "$tmp/manual.out" manual_progress 2)" = true ] || fail "-m not reported"
+[ "$(json_get "$tmp/manual.out" verified 2)" = true ] || fail "-m run not verified"
 "$RMA" bench --peers 0 >/dev/null 2>&1
 [ $? -eq 2 ] || fail "took --peers 0"
 
