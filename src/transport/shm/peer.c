@@ -403,10 +403,17 @@ int rma__shm_post(struct rma__peer *bp, const struct rma__xfer *x)
 			memcpy(x->laddr, dst, x->len);
 		rc = 0;
 	} else {
-		/* The owner may be gone and its pid reused: check before each
-		 * copy (a memfd copy needs no such check). */
-		rc = rma__shm_pid_dead(p->pidfd) ? -ECONNRESET
-			: cma(p, x->kind, x->laddr, x->raddr, x->len);
+		/* The owner may be gone and its pid reused: check it lives, at
+		 * least every SHM_ALIVE_NS (a memfd copy needs no check). */
+		int64_t now = rma__now_ns();
+		if (now - p->alive_at > SHM_ALIVE_NS) {
+			if (rma__shm_pid_dead(p->pidfd)) {
+				rc = -ECONNRESET;
+				goto out;
+			}
+			p->alive_at = now;
+		}
+		rc = cma(p, x->kind, x->laddr, x->raddr, x->len);
 	}
 out:
 	atomic_store_explicit(&p->row->cur, 0, memory_order_release);

@@ -38,6 +38,10 @@
 #define SHM_MAPS 64u               /* memfd regions a peer keeps mapped */
 #define SHM_HELLO_NS (10LL * 1000000000) /* a handshake not done by then fails */
 #define SHM_SETUP_KIND 4           /* shm's use of the setup handshake */
+/* How long a check that the owner lives stays good.  Pids come back only
+ * after the kernel has cycled through pid_max of them (>= 32768), which
+ * takes seconds of forking, not one millisecond. */
+#define SHM_ALIVE_NS 1000000
 
 /* One grant in the table.  key is 0 when the slot is free or revoked; the
  * owner writes the other fields before publishing key. */
@@ -148,6 +152,7 @@ struct shm_peer {
 	struct shm_tr *st;
 	pid_t pid;
 	int pidfd;
+	int64_t alive_at;         /* the owner was alive then (rma__now_ns) */
 	uint64_t expect_id;
 	int64_t hs_deadline;
 	struct rma__setup *setup; /* the secret handshake; NULL once done */
