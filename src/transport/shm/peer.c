@@ -362,7 +362,7 @@ int rma__shm_post(struct rma__peer *bp, const struct rma__xfer *x)
 {
 	struct shm_peer *p = container_of(bp, struct shm_peer, base);
 	const struct rma__rkey *rk = x->rk;
-	struct shm_blob b;
+	uint32_t slot;
 	const struct shm_slot *s;
 	char *dst = NULL;
 	uint64_t off;
@@ -372,12 +372,16 @@ int rma__shm_post(struct rma__peer *bp, const struct rma__xfer *x)
 
 	if (p->ndone == SHM_CREDITS)
 		return -EAGAIN;
-	if (!rk->raw || rma__shm_blob_decode(rk->raw, rk->raw_len, &b) ||
-	    b.slot >= SHM_SLOTS)
+	/* ad_parse validated the blob; only its slot is needed here. */
+	if (!rk->raw || rk->raw_len != SHM_BLOB_LEN)
+		return -EKEYREJECTED;
+	slot = (uint32_t)rk->raw[4] | (uint32_t)rk->raw[5] << 8 |
+	       (uint32_t)rk->raw[6] << 16 | (uint32_t)rk->raw[7] << 24;
+	if (slot >= SHM_SLOTS)
 		return -EKEYREJECTED; /* an engine address names no window */
-	s = shm_slot_at(p->tab, b.slot);
+	s = shm_slot_at(p->tab, slot);
 	/* Announce, then check: the owner clears the key, then reads rows. */
-	atomic_store(&p->row->cur, (uint64_t)b.slot + 1);
+	atomic_store(&p->row->cur, (uint64_t)slot + 1);
 	if (atomic_load(&s->key) != rk->key) {
 		rc = -EKEYREJECTED;
 		goto out;
