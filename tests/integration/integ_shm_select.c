@@ -6,6 +6,9 @@
  *            and either moves the bytes.
  *   pidns    a target in another pid namespace: shm declines it
  *            (reachable), tcp carries the ops.  Needs root (else skip).
+ *   full     an owner with every grant-table slot taken (4096 windows)
+ *            advertises the next window by tcp alone; release frees the
+ *            slots for shm again.  One process, two engines.
  *   secret   a target with a shared secret: shm checks it as tcp does (the
  *            setup handshake); a wrong one is refused on every route.
  *   netns    a target in another network namespace, joined by a veth pair
@@ -98,6 +101,53 @@ static int case_same(void)
 
 	rma_remote_free(r);
 	target_stop(&t);
+	return 0;
+}
+
+static rma_remote *advertised(rma_region *r, uint64_t off)
+{
+	char tok[RMA_ADVERTISEMENT_TEXT_MAX];
+	rma_remote *rem;
+	CHECK_OK(rma_advertise_text(r, off, 1, 0, tok, sizeof tok));
+	CHECK_RC(rma_remote_parse(tok, &rem), 0);
+	return rem;
+}
+
+static int case_full(void)
+{
+	const unsigned slots = 4096;
+	rma_engine *owner = engine_with(NULL), *e = engine_with(NULL);
+	char *mem = test_alloc(2 * slots), *buf = test_alloc(4096);
+	rma_region *r, *l;
+	rma_remote *rem;
+
+	CHECK_RC(rma_region_register(e, buf, 4096, 0, &l), 0);
+	/* The region's whole-extent grant takes one slot; windows the rest. */
+	CHECK_RC(rma_region_register(owner, mem, 2 * slots, RMA_ACCESS_REMOTE_RW, &r), 0);
+	for (unsigned i = 0; i < slots - 1; i++) {
+		rem = advertised(r, i);
+		if (i == 0 || i == slots - 2)
+			CHECKF(!strcmp(route_of(e, rem), "shm"), "window %u: %s", i,
+			       route_of(e, rem));
+		rma_remote_free(rem);
+	}
+	rem = advertised(r, slots); /* no slot left */
+	CHECKF(!strcmp(route_of(e, rem), "tcp"), "window past the table: %s",
+	       route_of(e, rem));
+	int64_t res;
+	struct rma_op op = { .kind = RMA_OP_GET, .local = l, .remote = rem,
+			     .len = 1 };
+	CHECK_RC(rma_submit(e, &op, 1, 10000, &res, NULL, 0), 0);
+	CHECK_RC(res, 1);
+	rma_remote_free(rem);
+	CHECK_RC(rma_region_release(r), 0);
+
+	CHECK_RC(rma_region_register(owner, mem, 2 * slots, RMA_ACCESS_REMOTE_RW, &r), 0);
+	rem = advertised(r, 5);
+	CHECKF(!strcmp(route_of(e, rem), "shm"), "after release: %s", route_of(e, rem));
+	rma_remote_free(rem);
+	rma_engine_destroy(e);
+	rma_engine_destroy(owner);
 	return 0;
 }
 
@@ -283,12 +333,14 @@ int main(int argc, char **argv)
 			SKIP("shm not available: %s", info[i].detail);
 	if (!strcmp(c, "same"))
 		return case_same();
+	if (!strcmp(c, "full"))
+		return case_full();
 	if (!strcmp(c, "secret"))
 		return case_secret();
 	if (!strcmp(c, "pidns"))
 		return case_other_ns(false);
 	if (!strcmp(c, "netns"))
 		return case_other_ns(true);
-	fprintf(stderr, "usage: %s same | secret | pidns | netns\n", argv[0]);
+	fprintf(stderr, "usage: %s same | full | secret | pidns | netns\n", argv[0]);
 	return 1;
 }
