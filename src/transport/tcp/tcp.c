@@ -91,6 +91,8 @@ static const struct rma__topt_desc tcp_options[] = {
 	{"listen", "HOST:PORT to listen on, [::] or 0.0.0.0 for every address "
 		   "(default rma_config.listen, else 127.0.0.1:0)"},
 	{"stripes", "connections per peer, 1-64 (default rma_config.stripes, else 4)"},
+	{"advertise", "HOST peers should connect to (default rma_config.advertise, "
+		      "else for 0.0.0.0/[::] the default route's interface)"},
 	/* The target's limits (limits.c; design.md section 10). */
 	{"max_conns", "authenticated connections kept (4096)"},
 	{"max_handshakes", "connections in the handshake (64)"},
@@ -106,6 +108,7 @@ static int tcp_init(struct rma_engine *e, const struct rma__topts *o,
 {
 	const struct rma__engine_params *p = rma__engine_params(e);
 	const char *listen_at = rma__topt(o, "listen");
+	const char *advertise = rma__topt(o, "advertise");
 	unsigned long stripes = p->stripes;
 	struct sockaddr_storage sa;
 	socklen_t len;
@@ -151,8 +154,13 @@ static int tcp_init(struct rma_engine *e, const struct rma__topts *o,
 	}
 	len = sizeof sa;
 	getsockname(fd, (struct sockaddr *)&sa, &len);
-	rma__tcp_pick_reachable(&sa);
-	tt->blob_len = rma__tcp_blob_from_sa(&sa, tt->blob);
+	struct sockaddr_storage adv;
+	rc = rma__tcp_advertised(&sa, advertise ? advertise : p->advertise, &adv);
+	if (rc) {
+		close(fd);
+		goto fail;
+	}
+	tt->blob_len = rma__tcp_blob_from_sa(&adv, tt->blob);
 	tt->lw.fd = fd;
 	tt->lw.cb = accept_cb;
 	rc = rma__watch_add(e, &tt->lw, EPOLLIN);

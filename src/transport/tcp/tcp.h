@@ -141,7 +141,12 @@ struct tcp_tr {
 /* addr.c */
 int rma__tcp_parse_hostport(const char *s, struct sockaddr_storage *sa,
 			    socklen_t *len);
-void rma__tcp_pick_reachable(struct sockaddr_storage *sa);
+/* What peers should connect to, for a socket bound to `bound`: `advertise`
+ * (a host, the bound port) if given; for a wildcard bind, the best address
+ * of an up, non-loopback interface, the default route's first (logged);
+ * else the bound address itself. */
+int rma__tcp_advertised(const struct sockaddr_storage *bound,
+			const char *advertise, struct sockaddr_storage *out);
 size_t rma__tcp_blob_from_sa(const struct sockaddr_storage *sa, uint8_t *b);
 int rma__tcp_sa_from_blob(const uint8_t *b, size_t n,
 			  struct sockaddr_storage *sa, socklen_t *len);
