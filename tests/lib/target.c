@@ -83,6 +83,7 @@ static int target_main(void *arg, int in, int out)
 			    RMA_ACCESS_REMOTE_WRITE, 0 };
 	for (int i = 0; i < 4; i++) {
 		regs[i].buf = test_alloc(regs[i].len);
+		test_remote_memory(regs[i].buf, regs[i].len);
 		rc = rma_region_register(e, regs[i].buf, regs[i].len, acc[i],
 					 &regs[i].r);
 		if (rc < 0) {
