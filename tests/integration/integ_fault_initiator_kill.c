@@ -16,6 +16,9 @@
 #define NOPS 8
 #define RSS_SLACK_KB (48L * 1024) /* 100 cycles move 1.6 GiB */
 #define FD_SLACK 2
+/* a dead peer's connection state is kilobytes: 100 of them leaked would
+ * be several hundred KiB */
+#define HEAP_SLACK (192L << 10)
 
 struct child_arg {
 	const char *tr;
@@ -76,7 +79,8 @@ int main(int argc, char **argv)
 	uint32_t ro_crc = target_crc(&t, "ro", 0, TARGET_SMALL);
 
 	int fds0 = 0;
-	long rss0 = 0;
+	long rss0 = 0, heap0 = -1;
+	char rep[64];
 	int64_t t0 = test_now_ms();
 	for (unsigned i = 0; i < WARMUP + CYCLES; i++) {
 		if (i == WARMUP) {
@@ -84,7 +88,10 @@ int main(int argc, char **argv)
 			test_sleep_ms(500);
 			fds0 = fault_fds(t.pid);
 			rss0 = fault_rss_kb(t.pid);
-			printf("before: target fds %d, VmRSS %ld KiB\n", fds0, rss0);
+			if (!target_try(&t, rep, sizeof rep, "heap"))
+				heap0 = atol(rep);
+			printf("before: target fds %d, VmRSS %ld KiB, heap %ld B\n",
+			       fds0, rss0, heap0);
 		}
 		int to, from;
 		char line[64];
@@ -118,6 +125,13 @@ int main(int argc, char **argv)
 	       fds0);
 	CHECKF(rss1 - rss0 < RSS_SLACK_KB, "target VmRSS grew by %ld KiB",
 	       rss1 - rss0);
+	if (heap0 >= 0) {
+		target_cmd(&t, rep, sizeof rep, "heap");
+		long heap1 = atol(rep);
+		printf("after: target heap %ld B (%+ld)\n", heap1, heap1 - heap0);
+		CHECKF(heap1 - heap0 < HEAP_SLACK, "target heap grew by %ld B "
+		       "over %d dead peers", heap1 - heap0, CYCLES);
+	}
 
 	/* It still serves, and nothing wrote to its read-only region. */
 	rma_engine *e = fault_engine(tr);

@@ -1,6 +1,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -44,6 +45,8 @@ static struct treg *find(struct treg *regs, const char *name)
  *                                  again, same memory, its first access)
  *   release_watch NAME MS       -> ok RC same|changed   (release, crc,
  *                                  wait MS, crc again)
+ *   heap                        -> ok BYTES   (malloc'd bytes in use:
+ *                                  a leak check across many peers)
  *   exit                        -> ok, then the engine is destroyed
  */
 static int target_main(void *arg, int in, int out)
@@ -176,6 +179,13 @@ static int target_main(void *arg, int in, int out)
 			rc = rma_region_release(t->r);
 			t->r = NULL;
 			test_send_line(out, "ok %d", rc);
+		} else if (!strcmp(line, "heap")) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+			struct mallinfo2 mi = mallinfo2();
+			test_send_line(out, "ok %zu", mi.uordblks + mi.hblkhd);
+#else
+			test_send_line(out, "err no mallinfo2 here");
+#endif
 		} else if (!strcmp(line, "exit")) {
 			test_send_line(out, "ok");
 			break;
