@@ -118,7 +118,7 @@ struct rma_engine {
 	struct rma__engine_params p;
 	struct rma_config cfg;
 	unsigned flags;
-	char *transports_str, *listen_str, *secret_str;
+	char *transports_str, *listen_str, *secret_str, *advertise_str;
 
 	struct rma__transport *tr[RMA__MAX_TRANSPORTS];
 	unsigned ntr;
@@ -126,6 +126,10 @@ struct rma_engine {
 	struct rma__keytab grants;
 	struct rma_region *regions;
 	struct rma__peer *peers;
+	/* (engine id, instance) -> peer: finding one costs the same for 1 or
+	 * 10,000 peers */
+	struct rma__peer **ptab;
+	unsigned ptab_cap, npeers;
 	/* The last route taken, for the next op to the same remote: valid
 	 * while route_gen stands (bumped when any peer fails or goes). */
 	struct {
@@ -157,6 +161,7 @@ struct rma_engine {
 	rma_complete_cb cb;
 	void *cb_arg;
 	int cq_fd;     /* eventfd, readable while completions wait */
+	bool cq_fd_used; /* rma_completion_fd was called: keep cq_fd true */
 	struct rma__watch cq_watch; /* manual mode: cq_fd in the epoll set */
 	pthread_cond_t done_cv; /* batch waiters */
 
