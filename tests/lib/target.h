@@ -25,6 +25,8 @@ struct target_opts {
 	const char *secret;     /* NULL = none */
 	size_t rw_size;         /* 0 = 64 MiB */
 	uint64_t rw_seed;       /* pattern of "rw"; 0 = zeros */
+	const char *netns;      /* NULL, or a network namespace file
+				 * (/run/netns/NAME) the target joins first */
 };
 
 struct target {
