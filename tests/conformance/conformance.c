@@ -934,8 +934,11 @@ int main(int argc, char **argv)
 	struct rma_transport_info info[16];
 	int n = rma_transports(info, 16), found = 0;
 	CHECK_OK(n);
+	/* A spec may carry options ("ofi:prov=tcp"): match its name. */
+	size_t nlen = strcspn(transport, ":");
 	for (int i = 0; i < n && i < 16; i++)
-		if (!strcmp(info[i].name, transport)) {
+		if (strlen(info[i].name) == nlen &&
+		    !strncmp(info[i].name, transport, nlen)) {
 			found = 1;
 			if (!info[i].available)
 				SKIP("transport %s not available: %s", transport,
