@@ -167,25 +167,35 @@ int rma__ofi_ep_open(struct ofi_tr *ot, struct ofi_peer *peer,
 	oe->ot = ot;
 	oe->peer = peer;
 	if (peer && info->addr_format == FI_ADDR_STR) {
-		/* shm names an endpoint by its source address: let the
-		 * provider name the peer's endpoint afresh. */
+		/* shm names an endpoint by its source address: each of a
+		 * peer's endpoints needs a name of its own. */
 		dup = fi_dupinfo(info);
 		if (!dup) {
 			free(oe);
 			return -ENOMEM;
 		}
+		static unsigned seq;
+		char name[96];
+		int n = snprintf(name, sizeof name, "%s-%u-%llx",
+				 (const char *)info->src_addr, ++seq,
+				 (unsigned long long)(rma__random_u64() & 0xffffff));
 		free(dup->src_addr);
-		dup->src_addr = NULL;
-		dup->src_addrlen = 0;
+		dup->src_addr = strdup(name);
+		dup->src_addrlen = dup->src_addr ? (size_t)n + 1 : 0;
 		info = dup;
 	}
-	if ((rc = fi_endpoint(ot->domain, info, &oe->ep, NULL)) ||
-	    (rc = fi_cq_open(ot->domain, &cqa, &oe->cq, NULL)) ||
-	    (rc = fi_av_open(ot->domain, &ava, &oe->av, NULL)) ||
-	    (rc = fi_ep_bind(oe->ep, &oe->av->fid, 0)) ||
+	const char *what;
+	if ((what = "fi_endpoint", rc = fi_endpoint(ot->domain, info, &oe->ep, NULL)) ||
+	    (what = "fi_cq_open", rc = fi_cq_open(ot->domain, &cqa, &oe->cq, NULL)) ||
+	    (what = "fi_av_open", rc = fi_av_open(ot->domain, &ava, &oe->av, NULL)) ||
+	    (what = "fi_ep_bind", rc = fi_ep_bind(oe->ep, &oe->av->fid, 0)) ||
 	    (rc = fi_ep_bind(oe->ep, &oe->cq->fid, FI_TRANSMIT | FI_RECV)) ||
-	    (rc = fi_enable(oe->ep)))
+	    (what = "fi_enable", rc = fi_enable(oe->ep))) {
+		/* A CQ without a wait fd is tried next: no noise for it. */
+		if (!(rc == -FI_ENOSYS && ot->wait_fd))
+			rma__warn("ofi: %s: %s", what, fi_strerror(-rc));
 		goto fail;
+	}
 	if (ot->wait_fd) {
 		int fd = -1;
 		if ((rc = fi_control(&oe->cq->fid, FI_GETWAIT, &fd)))

@@ -81,9 +81,15 @@ static void peer_reset(struct ofi_peer *pe, int err)
 
 /* A completion error as the -errno its op gets.  The remote refusing a key
  * or an address shows as ECANCELED (tcp;ofi_rxm), EACCES (sockets) or
- * EKEYREJECTED; all mean the window is not (or no longer) there. */
-static int cq_errno(int err)
+ * EKEYREJECTED; all mean the window is not (or no longer) there.  A
+ * broken connection is -ECONNRESET. */
+static int cq_errno(int err, int prov_errno)
 {
+	/* tcp;ofi_rxm: ECANCELED also ends every transfer of a connection
+	 * that broke; its provider errno says which. */
+	if (err == ECANCELED && (prov_errno == ENOTCONN || prov_errno == EPIPE ||
+				 prov_errno == ECONNRESET))
+		err = ECONNRESET;
 	switch (err) {
 	case ECANCELED: case EACCES: case EKEYREJECTED: case EINVAL:
 		return -EKEYREJECTED;
@@ -117,13 +123,16 @@ void rma__ofi_cq_drain(struct ofi_ep *oe)
 				break;
 			const char *why = fi_cq_strerror(oe->cq, ee.prov_errno,
 							 ee.err_data, buf, sizeof buf);
-			int res = cq_errno(ee.err);
+			int res = cq_errno(ee.err, ee.prov_errno);
 			rma__info("ofi: %s: transfer failed: %s (%d), provider: %s (%d)",
 				  oe->ot->base.spec, fi_strerror(ee.err), ee.err,
 				  why ? why : "", ee.prov_errno);
-			/* tcp;ofi_rxm drops the connection after a refusal and
-			 * takes seconds to make a new one: use a new endpoint. */
-			if (pe && res != -ETIMEDOUT)
+			/* A broken connection, or a refusal on tcp;ofi_rxm (which
+			 * drops the connection then and takes seconds to make a
+			 * new one): a new endpoint connects at once.  sockets
+			 * keeps its connection after a refusal. */
+			if (pe && (res == -ECONNRESET ||
+				   (res == -EKEYREJECTED && !strcmp(oe->ot->prov, "tcp"))))
 				pe->reset_due = true;
 			if (ee.op_context)
 				ctx_done(ee.op_context, res);
@@ -268,7 +277,7 @@ int rma__ofi_post(struct rma__peer *p, const struct rma__xfer *x)
 		pe->stalled = true;
 		return -EAGAIN;
 	}
-	err = cq_errno((int)-rc);
+	err = cq_errno((int)-rc, 0);
 	if (err == -ECONNRESET) {
 		/* The connection is gone: a new endpoint connects afresh. */
 		pe->reset_due = true;
