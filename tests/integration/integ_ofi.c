@@ -12,6 +12,9 @@
  *              good op to that target works
  *   killed     a target killed mid-batch: every op ends with an error
  *              within its deadline, and another target is still served
+ *   late       gets to a stopped target time out; when it wakes, its
+ *              replies must not land (libfabric cannot cancel: the
+ *              transport closes the peer's endpoint), and the next op works
  */
 #include <errno.h>
 #include <signal.h>
@@ -273,6 +276,45 @@ static int case_killed(void)
 	return 0;
 }
 
+static int case_late(void)
+{
+	struct target t;
+	const int deadline = 300;
+	int rc = start(&t, spec, 16 * MiB);
+	if (rc)
+		return rc;
+	rma_engine *e = engine_of(spec);
+	char *buf = test_alloc(16 * MiB);
+	rma_region *l = integ_region(e, buf, 16 * MiB);
+	rma_remote *r = integ_remote(&t, "rw");
+	CHECK_RC(integ_op(e, RMA_OP_GET, l, r, 0, 4096, 10000), 4096);
+	memset(buf, 0xEE, 16 * MiB);
+	test_stop_child(t.pid);
+	struct rma_op ops[4];
+	int64_t res[4];
+	for (int i = 0; i < 4; i++)
+		ops[i] = (struct rma_op){ .kind = RMA_OP_GET, .local = l,
+					  .local_off = (uint64_t)i * 4 * MiB,
+					  .remote = r, .len = 4 * MiB };
+	int64_t t0 = test_now_ms();
+	CHECK_RC(rma_submit(e, ops, 4, deadline, res, NULL, 0), 4);
+	int64_t dt = test_now_ms() - t0;
+	for (int i = 0; i < 4; i++)
+		CHECK_RC(res[i], -ETIMEDOUT);
+	CHECKF(dt < deadline + 1000, "timed-out gets took %lld ms", (long long)dt);
+	test_cont_child(t.pid);
+	test_sleep_ms(300);
+	for (size_t i = 0; i < 16 * MiB; i++)
+		CHECKF((unsigned char)buf[i] == 0xEE,
+		       "a timed-out get wrote byte %zu after the target woke", i);
+	CHECK_RC(integ_op(e, RMA_OP_GET, l, r, 0, 16 * MiB, 10000), 16 * MiB);
+	CHECK_EQ(test_check_fill(buf, 16 * MiB, 7), -1);
+	rma_remote_free(r);
+	rma_engine_destroy(e);
+	target_stop(&t);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -282,6 +324,7 @@ static const struct {
 	{ "window", case_window },
 	{ "wrong_key", case_wrong_key },
 	{ "killed", case_killed },
+	{ "late", case_late },
 };
 
 int main(int argc, char **argv)
