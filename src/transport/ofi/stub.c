@@ -8,8 +8,8 @@
 
 static int ofi_probe(const char **why)
 {
-	*why = "built without libfabric (pkg-config found no libfabric; "
-	       "install libfabric-dev and reconfigure)";
+	*why = "built without libfabric (RMA_OFI=OFF, or pkg-config found no "
+	       "libfabric: install libfabric-dev and reconfigure)";
 	return -EOPNOTSUPP;
 }
 
