@@ -11,6 +11,7 @@
  * see ofi.h.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,17 +107,46 @@ static int getinfo(const char *prov, const char *node, struct fi_info **out)
 	return rc ? rma__ofi_err(rc) : 0;
 }
 
+/* The providers offering RDM with RMA here, asked once per process: one
+ * fi_getinfo costs milliseconds, and every default engine probes. */
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static int probe_rc;
+static bool probe_has[RMA_ARRAY_SIZE(provs)];
+
+static void probe_run(void)
+{
+	struct fi_info *h = hints_for(""), *list = NULL;
+	probe_rc = -ENODEV;
+	if (!h) {
+		probe_rc = -ENOMEM;
+		return;
+	}
+	free(h->fabric_attr->prov_name);
+	h->fabric_attr->prov_name = NULL;
+	if (fi_getinfo(OFI_VERSION, NULL, NULL, 0, h, &list) == 0) {
+		for (struct fi_info *fi = list; fi; fi = fi->next)
+			for (unsigned i = 0; i < RMA_ARRAY_SIZE(provs); i++) {
+				/* "tcp;ofi_rxm": the core provider names it. */
+				size_t n = strlen(provs[i].prov);
+				const char *pn = fi->fabric_attr->prov_name;
+				if (pn && !strncmp(pn, provs[i].prov, n) &&
+				    (pn[n] == '\0' || pn[n] == ';')) {
+					probe_has[i] = true;
+					probe_rc = 0;
+				}
+			}
+		fi_freeinfo(list);
+	}
+	fi_freeinfo(h);
+}
+
 static int ofi_probe(const char **why)
 {
-	struct fi_info *fi = NULL;
-	for (unsigned i = 0; i < RMA_ARRAY_SIZE(provs); i++)
-		if (getinfo(provs[i].prov, "127.0.0.1", &fi) == 0) {
-			fi_freeinfo(fi);
-			*why = "libfabric RMA over a reliable-datagram provider";
-			return 0;
-		}
-	*why = "libfabric finds no provider with RMA on reliable-datagram endpoints";
-	return -ENODEV;
+	pthread_once(&probe_once, probe_run);
+	*why = probe_rc ? "libfabric finds no provider with RMA on "
+			  "reliable-datagram endpoints"
+			: "libfabric RMA over a reliable-datagram provider";
+	return probe_rc;
 }
 
 static const struct rma__topt_desc ofi_options[] = {
@@ -129,7 +159,14 @@ static const struct rma__topt_desc ofi_options[] = {
 
 static void cq_cb(struct rma__watch *w, uint32_t ev)
 {
-	rma__ofi_cq_drain(container_of(w, struct ofi_ep, w));
+	struct ofi_ep *oe = container_of(w, struct ofi_ep, w);
+	struct fid *f = &oe->cq->fid;
+	rma__ofi_cq_drain(oe);
+	/* The wait fd stays readable until fi_trywait resets its signal:
+	 * without this the (level-triggered) watch fires in every round and
+	 * the progress thread never sleeps.  -FI_EAGAIN: more is queued, and
+	 * the fd rightly stays readable. */
+	fi_trywait(oe->ot->fabric, &f, 1);
 }
 
 static void ep_release(struct rma__watch *w)
@@ -268,8 +305,10 @@ static int ofi_init(struct rma_engine *e, const struct rma__topts *o,
 	if (!ot)
 		return -ENOMEM;
 	ot->e = e;
+	pthread_once(&probe_once, probe_run);
 	for (i = 0; i < RMA_ARRAY_SIZE(provs); i++) {
-		if (prov ? strcmp(prov, provs[i].opt) : i >= AUTO_PROVS)
+		if (prov ? strcmp(prov, provs[i].opt)
+			 : i >= AUTO_PROVS || !probe_has[i])
 			continue;
 		rc = getinfo(provs[i].prov, node, &ot->info);
 		if (rc == 0) {
