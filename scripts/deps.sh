@@ -9,7 +9,8 @@ set -euo pipefail
 
 # The one list.  clang + libclang-rt-14-dev: libFuzzer and sanitizer
 # runtimes for the fuzz build; iperf3: bench/compare.sh; libcmocka-dev: unit
-# tests that wrap library calls.
+# tests that wrap library calls; libfabric-dev: the ofi transport (built when
+# pkg-config finds it).
 PACKAGES=(
 	build-essential
 	cmake
@@ -19,6 +20,7 @@ PACKAGES=(
 	iperf3
 	python3
 	libcmocka-dev
+	libfabric-dev
 )
 
 if [[ "${1:-}" == "--list" ]]; then

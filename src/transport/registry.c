@@ -12,9 +12,11 @@
 #include "util/util.h"
 
 extern const struct rma__transport_ops rma__tcp_ops;
+extern const struct rma__transport_ops rma__ofi_ops;
 
 static const struct rma__transport_ops *const builtin[] = {
 	&rma__tcp_ops,
+	&rma__ofi_ops, /* after tcp: same-level ties go to the first */
 };
 
 #define MAX_TRANSPORTS 8
