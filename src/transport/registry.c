@@ -11,10 +11,13 @@
 #include "transport/transport.h"
 #include "util/util.h"
 
-extern const struct rma__transport_ops rma__tcp_ops;
+extern const struct rma__transport_ops rma__tcp_ops, rma__verbs_ops;
 
 static const struct rma__transport_ops *const builtin[] = {
 	&rma__tcp_ops,
+#ifdef RMA_HAVE_VERBS
+	&rma__verbs_ops,
+#endif
 };
 
 #define MAX_TRANSPORTS 8
