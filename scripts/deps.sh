@@ -9,7 +9,8 @@ set -euo pipefail
 
 # The one list.  clang + libclang-rt-14-dev: libFuzzer and sanitizer
 # runtimes for the fuzz build; iperf3: bench/compare.sh; libcmocka-dev: unit
-# tests that wrap library calls.
+# tests that wrap library calls; libibverbs-dev: the verbs transport (built
+# when found); ibverbs-providers: the NIC drivers libibverbs loads at run time.
 PACKAGES=(
 	build-essential
 	cmake
@@ -19,6 +20,8 @@ PACKAGES=(
 	iperf3
 	python3
 	libcmocka-dev
+	libibverbs-dev
+	ibverbs-providers
 )
 
 if [[ "${1:-}" == "--list" ]]; then
