@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <poll.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -86,14 +88,62 @@ void rma__peer_failed(struct rma__peer *p, int err)
 }
 void rma__peer_kick(struct rma__peer *p) { kicks++; }
 
+#define MAXW 32
+static struct rma__watch *wl[MAXW];
+static uint32_t wev[MAXW];
 static int watches;
-int rma__watch_add(struct rma_engine *e, struct rma__watch *w, uint32_t ev) { watches++; return 0; }
-int rma__watch_mod(struct rma_engine *e, struct rma__watch *w, uint32_t ev) { return 0; }
+int rma__watch_add(struct rma_engine *e, struct rma__watch *w, uint32_t ev)
+{
+	for (int i = 0; i < MAXW; i++)
+		if (!wl[i]) {
+			wl[i] = w;
+			wev[i] = ev;
+			watches++;
+			return 0;
+		}
+	return -ENOMEM;
+}
+int rma__watch_mod(struct rma_engine *e, struct rma__watch *w, uint32_t ev)
+{
+	for (int i = 0; i < MAXW; i++)
+		if (wl[i] == w)
+			wev[i] = ev;
+	return 0;
+}
 void rma__watch_retire(struct rma_engine *e, struct rma__watch *w)
 {
-	watches--;
+	for (int i = 0; i < MAXW; i++)
+		if (wl[i] == w) {
+			wl[i] = NULL;
+			watches--;
+		}
 	if (w->release)
 		w->release(w);
+}
+/* One round of the progress thread: poll the watched fds, run callbacks. */
+static void pump(int ms)
+{
+	struct pollfd pf[MAXW];
+	struct rma__watch *who[MAXW];
+	int n = 0;
+	for (int i = 0; i < MAXW; i++)
+		if (wl[i]) {
+			pf[n].fd = wl[i]->fd;
+			pf[n].events = (short)((wev[i] & EPOLLIN ? POLLIN : 0) |
+					       (wev[i] & EPOLLOUT ? POLLOUT : 0));
+			who[n++] = wl[i];
+		}
+	if (poll(pf, (nfds_t)n, ms) <= 0)
+		return;
+	for (int i = 0; i < n; i++) {
+		bool live = false;
+		for (int j = 0; j < MAXW; j++)
+			live |= wl[j] == who[i];
+		if (live && pf[i].revents)
+			who[i]->cb(who[i], (pf[i].revents & POLLIN ? EPOLLIN : 0) |
+				   (pf[i].revents & POLLOUT ? EPOLLOUT : 0) |
+				   (pf[i].revents & (POLLERR | POLLHUP) ? EPOLLERR : 0));
+	}
 }
 void rma__timer_arm(struct rma_engine *e, struct rma__timer *tm, int64_t at) {}
 void rma__timer_cancel(struct rma_engine *e, struct rma__timer *tm) {}
@@ -106,7 +156,16 @@ int64_t rma__now_ns(void)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
-void rma__log(int level, const char *fmt, ...) {}
+void rma__log(int level, const char *fmt, ...)
+{
+	if (getenv("VB_LOG")) {
+		va_list ap;
+		va_start(ap, fmt);
+		vfprintf(stderr, fmt, ap);
+		va_end(ap);
+		fputc(10, stderr);
+	}
+}
 int rma__log_enabled(int level) { return 0; }
 
 /* ---- the fake NIC ---- */
@@ -233,19 +292,30 @@ struct ibv_mr *__wrap_rma__ibv_reg_mr(struct ibv_pd *pd, void *addr, size_t len,
 }
 int __wrap_ibv_dereg_mr(struct ibv_mr *mr) { mr_deregs++; last_dereg = mr; return 0; }
 
-/* QPs: one live at a time is enough here. */
-static struct ibv_qp fake_qp;
+/* QPs: completions are only ever asked of the newest. */
+#define MAXQP 16
+static struct ibv_qp qps[MAXQP], *cur_qp;
+static struct ibv_qp_attr rtr_of[MAXQP]; /* each QP's INIT->RTR attributes */
+static bool rts_of[MAXQP];
 static int qp_creates, qp_destroys, qp_in_err, modify_err_calls;
 struct ibv_qp *__wrap_ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
 {
+	struct ibv_qp *q = &qps[qp_creates % MAXQP];
+	memset(&rtr_of[qp_creates % MAXQP], 0, sizeof rtr_of[0]);
+	rts_of[qp_creates % MAXQP] = false;
 	qp_creates++;
 	qp_in_err = 0;
-	fake_qp.qp_num = 0x1000 + (uint32_t)qp_creates;
-	return &fake_qp;
+	q->qp_num = 0x1000 + (uint32_t)qp_creates;
+	cur_qp = q;
+	return q;
 }
 int __wrap_ibv_destroy_qp(struct ibv_qp *qp) { qp_destroys++; return 0; }
 int __wrap_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 {
+	if (a->qp_state == IBV_QPS_RTR)
+		rtr_of[qp - qps] = *a;
+	if (a->qp_state == IBV_QPS_RTS)
+		rts_of[qp - qps] = true;
 	if (a->qp_state == IBV_QPS_ERR) {
 		qp_in_err = 1;
 		modify_err_calls++;
@@ -300,7 +370,7 @@ int __wrap_rma__ibv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 		memset(&wc[k], 0, sizeof wc[k]);
 		wc[k].wr_id = sq[sq_head % MAXQ].wr_id;
 		wc[k].status = st;
-		wc[k].qp_num = fake_qp.qp_num;
+		wc[k].qp_num = cur_qp->qp_num;
 		if (st != IBV_WC_SUCCESS && st != IBV_WC_WR_FLUSH_ERR)
 			qp_in_err = 1; /* what RC hardware does */
 		sq_head++;
@@ -330,6 +400,8 @@ static void reset_nic(void)
 	script_n = 0;
 	ndone = ready_calls = failed_calls = failed_err = kicks = 0;
 	watches = 0;
+	memset(wl, 0, sizeof wl);
+	params.secret = NULL;
 }
 
 static int setup(void **state)
@@ -604,6 +676,91 @@ static void test_disconnect_waits_for_drain(void **state)
 	assert_int_equal(sq_head, sq_tail);
 }
 
+/* The control connection between two instances over loopback. */
+static struct vb_peer *connect_to(struct rma__transport *target, uint64_t id,
+				  int *rc)
+{
+	uint8_t blob[128];
+	struct rma__peer *bp = NULL;
+	int n = rma__verbs_ops.ad_pack(target, NULL, blob, sizeof blob);
+	assert_true(n > 0);
+	*rc = rma__verbs_ops.connect(t, blob, (size_t)n, id, &bp);
+	if (*rc)
+		return NULL;
+	bp->t = t;
+	bp->engine_id = id;
+	for (int i = 0; i < 200 && bp->state == RMA__PEER_CONNECTING; i++)
+		pump(10);
+	return container_of(bp, struct vb_peer, base);
+}
+
+#if __has_include("transport/setup.h")
+static void test_ctl_handshake(void **state)
+{
+	struct rma__transport *b = NULL;
+	struct vb_peer *p;
+	int rc, a_qp = qp_creates - 0;
+
+	assert_int_equal(rma__verbs_ops.init(NULL, NULL, &b), 0);
+	p = connect_to(b, 42, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(p->base.state, RMA__PEER_READY);
+	/* QP a_qp is the initiator's, a_qp + 1 the target's mirror: each
+	 * went to RTR against the other's number and PSN, and to RTS. */
+	struct rma__vqp_info ai;
+	rma__vqp_info(&p->qp, &ai);
+	assert_int_equal(rtr_of[a_qp].dest_qp_num, qps[a_qp + 1].qp_num);
+	assert_int_equal(rtr_of[a_qp + 1].dest_qp_num, ai.qp_num);
+	assert_int_equal(rtr_of[a_qp + 1].rq_psn, ai.psn);
+	assert_true(rts_of[a_qp]);
+	assert_true(rts_of[a_qp + 1]);
+	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
+	rma__verbs_ops.fini(b);
+}
+
+static void test_ctl_wrong_engine(void **state)
+{
+	struct rma__transport *b = NULL;
+	struct vb_peer *p;
+	int rc;
+
+	assert_int_equal(rma__verbs_ops.init(NULL, NULL, &b), 0);
+	p = connect_to(b, 43, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(p->base.state, RMA__PEER_FAILED);
+	assert_int_equal(failed_err, -ESTALE);
+	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
+	rma__verbs_ops.fini(b);
+}
+
+static void test_ctl_wrong_secret(void **state)
+{
+	struct rma__transport *b = NULL;
+	struct vb_peer *p;
+	int rc;
+
+	params.secret = "not the initiator's";
+	assert_int_equal(rma__verbs_ops.init(NULL, NULL, &b), 0);
+	p = connect_to(b, 42, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(p->base.state, RMA__PEER_FAILED);
+	assert_int_equal(failed_err, -EACCES);
+	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
+	rma__verbs_ops.fini(b);
+}
+#else
+/* Built without the setup module: connecting is refused, plainly. */
+static void test_ctl_handshake(void **state)
+{
+	struct rma__transport *b = NULL;
+	int rc;
+	assert_int_equal(rma__verbs_ops.init(NULL, NULL, &b), 0);
+	assert_null(connect_to(b, 42, &rc));
+	assert_int_equal(rc, -ENOSYS);
+	rma__verbs_ops.fini(b);
+}
+#endif
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -618,6 +775,11 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_credits_and_kick, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_arm_polls_after_notify, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_disconnect_waits_for_drain, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ctl_handshake, setup, teardown),
+#if __has_include("transport/setup.h")
+		cmocka_unit_test_setup_teardown(test_ctl_wrong_engine, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ctl_wrong_secret, setup, teardown),
+#endif
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
 }

@@ -237,6 +237,7 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			return;
+		rma__tcp_tune_socket(fd); /* no Nagle wait on the last byte */
 #if !VB_HAVE_SETUP
 		close(fd); /* STUB: no setup module, no QP exchange */
 #else
@@ -318,6 +319,7 @@ int rma__verbs_ctl_connect(struct vb_peer *p)
 	fd = socket(p->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
+	rma__tcp_tune_socket(fd);
 	if (connect(fd, (struct sockaddr *)&p->sa, p->salen) && errno != EINPROGRESS) {
 		rc = -errno;
 		close(fd);
