@@ -493,6 +493,36 @@ static void test_drain_marker(void **state)
 	rma__vqp_destroy(&q);
 }
 
+static void test_info_codec(void **state)
+{
+	struct rma__vqp_info a = peer_info(), b;
+	uint8_t buf[RMA__VQP_INFO_LEN];
+	a.lid = 0x1234;
+	rma__vqp_info_encode(&a, buf);
+	/* Little-endian on the wire, whatever the host. */
+	assert_int_equal(buf[0], 0xef);
+	assert_int_equal(buf[2], 0xab);
+	assert_int_equal(buf[8], 0x34);
+	assert_int_equal(rma__vqp_info_decode(buf, sizeof buf, &b), 0);
+	assert_int_equal(b.qp_num, a.qp_num);
+	assert_int_equal(b.psn, a.psn);
+	assert_int_equal(b.lid, a.lid);
+	assert_int_equal(b.mtu, a.mtu);
+	assert_int_equal(b.rd_atomic, a.rd_atomic);
+	assert_true(b.has_gid);
+	assert_memory_equal(b.gid.raw, a.gid.raw, 16);
+	/* Wrong length, a QP number over 24 bits, a bad MTU, a bad flag. */
+	assert_int_equal(rma__vqp_info_decode(buf, sizeof buf - 1, &b), -EBADMSG);
+	buf[3] = 1;
+	assert_int_equal(rma__vqp_info_decode(buf, sizeof buf, &b), -EBADMSG);
+	buf[3] = 0;
+	buf[10] = 6;
+	assert_int_equal(rma__vqp_info_decode(buf, sizeof buf, &b), -EBADMSG);
+	buf[10] = IBV_MTU_4096;
+	buf[12] = 2;
+	assert_int_equal(rma__vqp_info_decode(buf, sizeof buf, &b), -EBADMSG);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -511,6 +541,7 @@ int main(void)
 		cmocka_unit_test_setup(test_zero_length_posts_one, setup),
 		cmocka_unit_test_setup(test_post_partial_failure, setup),
 		cmocka_unit_test_setup(test_drain_marker, setup),
+		cmocka_unit_test_setup(test_info_codec, setup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
 }
