@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "transport/tcp/tcp.h"
+#include "transport/verbs/cuda.h"
 #include "transport/verbs/ibv.h"
 #include "transport/verbs/verbs.h"
 
@@ -545,19 +546,29 @@ static void vb_fini(struct rma__transport *t)
 
 /* ---- memory ---- */
 
+/* Host memory by address; CUDA device memory through its dma-buf. */
+static int reg(struct vb_tr *vt, char *addr, uint64_t len, int access,
+	       struct ibv_mr **out)
+{
+	if (rma__verbs_cuda_is_device(addr))
+		return rma__verbs_cuda_reg(vt->dom->pd, addr, len, access, out);
+	errno = 0;
+	*out = rma__ibv_reg_mr(vt->dom->pd, addr, len ? len : 1, access);
+	if (!*out)
+		return errno ? -errno : -ENOMEM;
+	return 0;
+}
+
 /* Regions are registered for local use only: gets land in them, puts read
  * them.  Remote access comes from a grant's own MR. */
 static int vb_mem_reg(struct rma__transport *t, struct rma_region *r)
 {
 	struct vb_tr *vt = container_of(t, struct vb_tr, base);
 	struct ibv_mr *mr;
-	uint64_t len = rma__region_len(r);
-
-	errno = 0;
-	mr = rma__ibv_reg_mr(vt->dom->pd, rma__region_addr(r), len ? len : 1,
-			     IBV_ACCESS_LOCAL_WRITE);
-	if (!mr)
-		return errno ? -errno : -ENOMEM;
+	int rc = reg(vt, rma__region_addr(r), rma__region_len(r),
+		     IBV_ACCESS_LOCAL_WRITE, &mr);
+	if (rc)
+		return rc;
 	*rma__region_slot(r, t) = mr;
 	return 0;
 }
@@ -591,14 +602,13 @@ static int vb_grant_add(struct rma__transport *t, struct rma__grant *g)
 	uint64_t len = rma__grant_len(g);
 	int access = rma__verbs_grant_access(rma__grant_access(g));
 	struct ibv_mr *mr;
+	int rc;
 
 	if (!access)
 		return RMA__DECLINE;
-	errno = 0;
-	mr = rma__ibv_reg_mr(vt->dom->pd, rma__region_addr(r) + rma__grant_off(g),
-			     len ? len : 1, access);
-	if (!mr)
-		return errno ? -errno : -ENOMEM;
+	rc = reg(vt, rma__region_addr(r) + rma__grant_off(g), len, access, &mr);
+	if (rc)
+		return rc;
 	*rma__grant_slot(g, t) = mr;
 	return 0;
 }
