@@ -5,7 +5,9 @@
 #   make test           ctest in build/, then the ASan+UBSan build, then fuzzers
 #   make asan           only the ASan+UBSan build and its ctest (build-asan/)
 #   make fuzz           only the libFuzzer build and its fuzz tests (build-fuzz/)
-#   make install        install under PREFIX (default /usr/local); DESTDIR works
+#   make install        install under PREFIX (default /usr/local); DESTDIR works:
+#                       the tool, librma.so, rma.h, rma.pc, rma(1), rma(3) and
+#                       the Python package (into PYTHONDIR, below)
 #   make clean          remove every build folder
 #
 # Every target that needs packages runs scripts/deps.sh first.
@@ -20,6 +22,14 @@ CTEST_JOBS   ?= 2
 CTEST_TIMEOUT ?= 300
 CMAKE_ARGS   ?=
 FUZZ_CC      ?= clang
+PYTHON       ?= python3
+# Where the Python package goes, after Debian's convention: PREFIX=/usr
+# (distribution packages) in /usr/lib/python3/dist-packages; /usr/local in
+# /usr/local/lib/python3.X/dist-packages, which Debian's python3 searches;
+# any other prefix in PREFIX/lib/python3.X/site-packages (for $HOME/.local,
+# the user site python3 searches).  Else set PYTHONDIR, or use PYTHONPATH.
+PYVER         = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)
+PYTHONDIR    ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(PYVER)/$(if $(filter /usr/local,$(PREFIX)),dist,site)-packages)
 
 MAKEFLAGS += --no-print-directory
 
@@ -70,6 +80,14 @@ install: deps
 	cmake -S . -B $(BUILD) -DRMA_WERROR=ON -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_ARGS)
 	cmake --build $(BUILD) -j $(JOBS)
 	cmake --install $(BUILD) --prefix $(PREFIX)
+	install -d $(DESTDIR)$(PYTHONDIR)/rma
+	install -m 644 python/rma/*.py python/rma/py.typed $(DESTDIR)$(PYTHONDIR)/rma/
+	@# The package finds the library where it was installed, ldconfig or not.
+	libdir=$$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' $(BUILD)/CMakeCache.txt); \
+	case $$libdir in /*) ;; *) libdir=$(PREFIX)/$$libdir ;; esac; \
+	printf '"""Written by make install."""\nLIBRARY = "%s"\n' "$$libdir/librma.so.0" \
+		>$(DESTDIR)$(PYTHONDIR)/rma/_install.py
+	@echo "Python package: $(PYTHONDIR)/rma"
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
 
 clean:

@@ -62,7 +62,7 @@ enum rma_engine_flags {
  * struct grow without breaking older callers.
  *
  * Environment overrides, read once at rma_engine_create() (they win over the
- * struct): RMA_TRANSPORTS, RMA_LISTEN, RMA_SECRET, RMA_TIMEOUT_MS (or
+ * struct): RMA_TRANSPORTS, RMA_LISTEN, RMA_ADVERTISE, RMA_SECRET, RMA_TIMEOUT_MS (or
  * "none"), RMA_STRIPES, RMA_LOG (error|warn|info|debug; sets the level and
  * keeps a callback installed with rma_set_log).
  *
@@ -83,6 +83,9 @@ struct rma_config {
 	uint64_t max_msg_size;  /* chunk size; 0 = the transport's (tcp: 1 MiB) */
 	int timeout_ms;         /* default op deadline; 30000; RMA_NONE = none */
 	int spin_us;            /* busy-poll before sleeping; 50; RMA_NONE = none */
+	const char *advertise;  /* host peers should use to reach tcp's listen
+				 * address; NULL = itself, or for 0.0.0.0/[::]
+				 * the default route's interface */
 };
 
 void rma_config_init(struct rma_config *cfg);

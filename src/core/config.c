@@ -62,6 +62,8 @@ int rma__config_resolve(const struct rma_config *in, struct rma_config *out)
 		out->transports = getenv("RMA_TRANSPORTS");
 	if (getenv("RMA_LISTEN") && *getenv("RMA_LISTEN"))
 		out->listen = getenv("RMA_LISTEN");
+	if (getenv("RMA_ADVERTISE") && *getenv("RMA_ADVERTISE"))
+		out->advertise = getenv("RMA_ADVERTISE");
 	if (getenv("RMA_SECRET") && *getenv("RMA_SECRET"))
 		out->secret = getenv("RMA_SECRET");
 	if ((rc = env_int("RMA_TIMEOUT_MS", 1, 86400000, true, &v)) < 0)

@@ -118,7 +118,7 @@ struct rma_engine {
 	struct rma__engine_params p;
 	struct rma_config cfg;
 	unsigned flags;
-	char *transports_str, *listen_str, *secret_str;
+	char *transports_str, *listen_str, *secret_str, *advertise_str;
 
 	struct rma__transport *tr[RMA__MAX_TRANSPORTS];
 	unsigned ntr;
@@ -126,6 +126,10 @@ struct rma_engine {
 	struct rma__keytab grants;
 	struct rma_region *regions;
 	struct rma__peer *peers;
+	/* (engine id, instance) -> peer: finding one costs the same for 1 or
+	 * 10,000 peers */
+	struct rma__peer **ptab;
+	unsigned ptab_cap, npeers;
 	/* The last route taken, for the next op to the same remote: valid
 	 * while route_gen stands (bumped when any peer fails or goes). */
 	struct {

@@ -119,6 +119,7 @@ static void engine_free(struct rma_engine *e)
 	rma__keytab_fini(&e->grants);
 	if (e->rc.r)
 		rma__remote_unref(e->rc.r);
+	free(e->ptab);
 	if (e->epfd >= 0)
 		close(e->epfd);
 	if (e->wake_fd >= 0)
@@ -132,6 +133,7 @@ static void engine_free(struct rma_engine *e)
 	free(e->cq);
 	free(e->transports_str);
 	free(e->listen_str);
+	free(e->advertise_str);
 	free(e->secret_str);
 	pthread_mutex_destroy(&e->mu);
 	pthread_cond_destroy(&e->done_cv);
@@ -191,6 +193,8 @@ RMA_EXPORT int rma_engine_create(const struct rma_config *cfg, rma_engine **out)
 	/* Own the strings: the caller's need not outlive this call. */
 	e->transports_str = dup_opt(e->cfg.transports);
 	e->listen_str = dup_opt(e->cfg.listen);
+	e->advertise_str = dup_opt(e->cfg.advertise);
+	e->cfg.advertise = e->advertise_str;
 	e->secret_str = dup_opt(e->cfg.secret);
 	e->cfg.transports = e->transports_str;
 	e->cfg.listen = e->listen_str;
@@ -198,6 +202,7 @@ RMA_EXPORT int rma_engine_create(const struct rma_config *cfg, rma_engine **out)
 	e->flags = e->cfg.flags;
 
 	e->p.listen = e->cfg.listen;
+	e->p.advertise = e->cfg.advertise;
 	e->p.secret = e->cfg.secret;
 	e->p.queue_depth = e->cfg.queue_depth;
 	e->p.stripes = e->cfg.stripes;

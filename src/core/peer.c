@@ -19,13 +19,53 @@
 
 #define RETRY_NS (1000LL * 1000000)
 
+/* Engine ids are random: the id mixed with the instance is hash enough. */
+static unsigned slot_of(const struct rma_engine *e, uint64_t engine_id,
+			const struct rma__transport *t)
+{
+	uint64_t h = (engine_id ^ (uint64_t)t->index) * 0x9E3779B97F4A7C15ull;
+	return (unsigned)(h >> 32) & (e->ptab_cap - 1);
+}
+
 struct rma__peer *rma__peer_find(struct rma_engine *e, uint64_t engine_id,
 				 const struct rma__transport *t)
 {
-	for (struct rma__peer *p = e->peers; p; p = p->next)
+	if (!e->ptab)
+		return NULL;
+	for (struct rma__peer *p = e->ptab[slot_of(e, engine_id, t)]; p; p = p->hnext)
 		if (p->engine_id == engine_id && p->t == t)
 			return p;
 	return NULL;
+}
+
+/* Add p (t and engine_id set) to the list and the table, which doubles
+ * when full.  Only connects get here, never the data path. */
+static void peer_link(struct rma_engine *e, struct rma__peer *p)
+{
+	if (e->npeers + 1 > e->ptab_cap / 2 || !e->ptab) {
+		unsigned cap = e->ptab_cap ? e->ptab_cap * 2 : 16;
+		struct rma__peer **tab = calloc(cap, sizeof *tab);
+		if (tab) {
+			struct rma__peer **old = e->ptab;
+			e->ptab = tab;
+			e->ptab_cap = cap;
+			for (struct rma__peer *q = e->peers; q; q = q->next) {
+				unsigned i = slot_of(e, q->engine_id, q->t);
+				q->hnext = tab[i];
+				tab[i] = q;
+			}
+			free(old);
+		} else if (!e->ptab) {
+			rma__err("peer table: out of memory");
+			abort(); /* 16 pointers: there is no way on */
+		}
+	}
+	unsigned i = slot_of(e, p->engine_id, p->t);
+	p->hnext = e->ptab[i];
+	e->ptab[i] = p;
+	p->next = e->peers;
+	e->peers = p;
+	e->npeers++;
 }
 
 static bool passed_over(const struct rma__peer *p, int64_t *now)
@@ -97,10 +137,14 @@ int rma__route(struct rma_engine *e, const rma_remote *r,
 static void peer_unlink(struct rma_engine *e, struct rma__peer *p)
 {
 	e->route_gen++;
-	struct rma__peer **pp = &e->peers;
+	struct rma__peer **pp = &e->ptab[slot_of(e, p->engine_id, p->t)];
 	while (*pp != p)
+		pp = &(*pp)->hnext;
+	*pp = p->hnext;
+	for (pp = &e->peers; *pp != p;)
 		pp = &(*pp)->next;
 	*pp = p->next;
+	e->npeers--;
 	if (p->stalled) {
 		p->stalled = false;
 		e->stalled--;
@@ -132,8 +176,7 @@ struct rma__peer *rma__peer_get(struct rma_engine *e, const rma_remote *r,
 		p->t = t; /* kept, so that routing passes over it a while */
 		p->engine_id = r->engine_id;
 		p->retry_at = rma__now_ns() + RETRY_NS;
-		p->next = e->peers;
-		e->peers = p;
+		peer_link(e, p);
 		return NULL;
 	}
 	p->t = t;
@@ -142,8 +185,7 @@ struct rma__peer *rma__peer_get(struct rma_engine *e, const rma_remote *r,
 		p->was_ready = true;
 	else
 		p->state = RMA__PEER_CONNECTING;
-	p->next = e->peers;
-	e->peers = p;
+	peer_link(e, p);
 	return p;
 }
 

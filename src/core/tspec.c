@@ -99,13 +99,15 @@ int rma__tspec_parse(const char *spec, size_t len, struct rma__topts *o)
 /* "listen=HOST:PORT ...; stripes=N ..." for messages and rma_transports(). */
 const char *rma__topts_help(const struct rma__transport_ops *ops)
 {
-	static __thread char buf[512];
+	static __thread char buf[1024];
 	size_t o = 0;
 
 	buf[0] = '\0';
-	for (const struct rma__topt_desc *d = ops->options; d && d->name; d++)
-		o += (size_t)snprintf(buf + o, o < sizeof buf ? sizeof buf - o : 0,
-				      "%s%s: %s", o ? "; " : "", d->name, d->help);
+	/* Stop at the end: buf + o past it is not even a valid pointer. */
+	for (const struct rma__topt_desc *d = ops->options;
+	     d && d->name && o < sizeof buf; d++)
+		o += (size_t)snprintf(buf + o, sizeof buf - o, "%s%s: %s",
+				      o ? "; " : "", d->name, d->help);
 	return o ? buf : "no options";
 }
 

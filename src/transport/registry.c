@@ -23,7 +23,7 @@ static const struct rma__transport_ops *const builtin[] = {
 #define MAX_TRANSPORTS 8
 static struct rma__transport_ops filled[MAX_TRANSPORTS];
 static const struct rma__transport_ops *table[MAX_TRANSPORTS + 1];
-static char help[MAX_TRANSPORTS][512]; /* each one's options, for rma info */
+static char help[MAX_TRANSPORTS][1024]; /* each one's options, for rma info */
 static unsigned count;
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 

@@ -203,6 +203,7 @@ struct rma__peer {
 	bool fell_back;       /* fallback from here already logged */
 	int64_t retry_at;     /* failed: other routes are preferred until */
 	struct rma__peer *next;
+	struct rma__peer *hnext;  /* the engine's peer table */
 	struct rma__lnode queue;  /* ops with chunks still to post */
 	struct rma__lnode ops;    /* every live or dying op */
 };
@@ -294,6 +295,7 @@ void rma__peer_kick(struct rma__peer *p);
 
 struct rma__engine_params {
 	const char *listen;       /* rma_config.listen: tcp's default */
+	const char *advertise;    /* rma_config.advertise: tcp's default */
 	const char *secret;
 	unsigned queue_depth;
 	unsigned stripes;         /* rma_config.stripes: tcp's default */

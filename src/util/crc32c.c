@@ -1,5 +1,6 @@
 /* crc32c (Castagnoli): SSE4.2 instruction when the CPU has it, else a
  * slicing-by-8 table.  Used for advertisements and by the CLI. */
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -70,9 +71,33 @@ static uint32_t crc_sw(uint32_t c, const uint8_t *p, size_t n)
 	return c;
 }
 
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+/* Each path by itself, so that both are tested on every CPU. */
+uint32_t rma__crc32c_table(uint32_t crc, const void *buf, size_t len)
+{
+	pthread_once(&once, crc_init);
+	return ~crc_sw(~crc, buf, len);
+}
+
+int rma__crc32c_sse42(uint32_t crc, const void *buf, size_t len, uint32_t *out)
+{
+	pthread_once(&once, crc_init);
+#if defined(__x86_64__)
+	if (have_sse42) {
+		*out = ~crc_hw(~crc, buf, len);
+		return 0;
+	}
+#endif
+	(void)crc;
+	(void)buf;
+	(void)len;
+	(void)out;
+	return -ENOTSUP;
+}
+
 RMA_EXPORT uint32_t rma_crc32c(uint32_t crc, const void *buf, size_t len)
 {
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	pthread_once(&once, crc_init);
 	uint32_t c = ~crc;
 #if defined(__x86_64__)

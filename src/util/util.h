@@ -56,6 +56,11 @@ uint64_t rma__random_u64(void); /* never 0 */
 /* Keyed 64-bit hash (SipHash-2-4) for the secret proof and table salting. */
 uint64_t rma__siphash(const uint8_t key[16], const void *data, size_t n);
 
+/* CRC-32C by one path: the table (every CPU), or SSE4.2 (0, or -ENOTSUP
+ * on a CPU without it).  rma_crc32c picks the fastest; tests check both. */
+uint32_t rma__crc32c_table(uint32_t crc, const void *buf, size_t len);
+int rma__crc32c_sse42(uint32_t crc, const void *buf, size_t len, uint32_t *out);
+
 /* Logging. */
 void rma__log(int level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -23,6 +23,7 @@ fail() {
 
 # start_target ARGS...: token in $token
 start_target() {
+	rm -f "$tmp/stdin"
 	mkfifo "$tmp/stdin"
 	"$RMA" target "$@" <"$tmp/stdin" >"$tmp/target.out" 2>"$tmp/target.err" &
 	tpid=$!

@@ -71,7 +71,7 @@ static void setup(void)
 	    listen(lfd, 16) || getsockname(lfd, (struct sockaddr *)&sa, &len))
 		abort();
 	forge_remote(ntohs(sa.sin_port));
-	rma__tcp_secret_key(NULL, proof_key); /* no secret */
+	rma__setup_key(NULL, proof_key); /* no secret */
 }
 
 
@@ -100,7 +100,7 @@ static int serve_handshake(int fd)
 		return -1;
 	struct rma_tcp_hello s2 = {.step = 2, .engine_id = ENGINE_ID,
 				   .max_msg = 1 << 20, .nonce = 99};
-	rma__tcp_proof(proof_key, 'S', h.nonce, s2.proof);
+	rma__setup_proof(proof_key, 'S', h.nonce, NULL, 0, s2.proof);
 	rma__tcp_hello_encode(&s2, b);
 	if (send(fd, b, sizeof b, MSG_NOSIGNAL) != (ssize_t)sizeof b ||
 	    read_full(fd, b, sizeof b) || rma__tcp_hello_decode(b, sizeof b, &h) ||

@@ -4,12 +4,15 @@
  * engine serving two regions (read-write and read-only).  Header key fields
  * holding 1 or 2 are replaced by the regions' real keys, so requests reach
  * the memory paths.  Nothing may crash or touch memory outside the regions
- * (ASan), and the engine must go on serving.
+ * (ASan), the read-only region must never change, the engine must go on
+ * serving, and it must retire every connection the client closes.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -24,6 +27,7 @@ static rma_engine *e;
 static uint64_t key_rw, key_ro;
 static struct sockaddr_in addr;
 static uint8_t proof_key[16];
+static uint8_t *ro_mem, ro_copy[REGION]; /* the read-only region never changes */
 
 static uint64_t remote_of(rma_region *r)
 {
@@ -52,12 +56,16 @@ static void setup(void)
 	rma_set_log(-1, NULL, NULL);             /* garbage is expected */
 	if (rma_engine_create(&cfg, &e))
 		abort();
-	if (rma_region_register(e, malloc(REGION), REGION, RMA_ACCESS_REMOTE_RW, &rw) ||
-	    rma_region_register(e, malloc(REGION), REGION, RMA_ACCESS_REMOTE_READ, &ro))
+	ro_mem = malloc(REGION);
+	for (size_t i = 0; ro_mem && i < REGION; i++)
+		ro_mem[i] = ro_copy[i] = (uint8_t)(i * 131 + 7);
+	if (!ro_mem ||
+	    rma_region_register(e, malloc(REGION), REGION, RMA_ACCESS_REMOTE_RW, &rw) ||
+	    rma_region_register(e, ro_mem, REGION, RMA_ACCESS_REMOTE_READ, &ro))
 		abort();
 	key_rw = remote_of(rw);
 	key_ro = remote_of(ro);
-	rma__tcp_secret_key(NULL, proof_key); /* no secret */
+	rma__setup_key(NULL, proof_key); /* no secret */
 }
 
 /* Drive the engine and drain whatever it sends back; 0 on EOF. */
@@ -73,38 +81,69 @@ static int pump(int fd, int rounds)
 	return 1;
 }
 
+/* The engine's tcp transport, to check that it retires what it served. */
+static struct tcp_tr *tcp_of(void)
+{
+	return container_of(e->tr[0], struct tcp_tr, base);
+}
+
+/* Drive the engine until fd is readable or 10 s pass.  Waiting by the
+ * clock, not by a count of rounds: on a loaded host loopback delivery can
+ * be left to a kernel thread that gets the CPU only when we sleep. */
+static int wait_readable(int fd)
+{
+	int64_t end = rma__now_ns() + 10 * 1000000000LL;
+	struct pollfd pfd = {.fd = fd, .events = POLLIN};
+	while (rma__now_ns() < end) {
+		rma_progress(e, 0);
+		if (poll(&pfd, 1, 1) > 0)
+			return 0;
+	}
+	return -ETIMEDOUT;
+}
+
 static int hello_recv(int fd, struct rma_tcp_hello *h)
 {
 	uint8_t b[RMA_TCP_HELLO_SIZE];
 	size_t have = 0;
-	for (int i = 0; i < 100000 && have < sizeof b; i++) {
-		rma_progress(e, 0);
+	while (have < sizeof b) {
+		if (wait_readable(fd))
+			return -ETIMEDOUT;
 		ssize_t n = recv(fd, b + have, sizeof b - have, MSG_DONTWAIT);
 		if (n == 0)
-			return -1;
+			return -ECONNRESET;
 		if (n > 0)
 			have += (size_t)n;
 	}
-	return have == sizeof b ? rma__tcp_hello_decode(b, sizeof b, h) : -1;
+	return rma__tcp_hello_decode(b, sizeof b, h);
 }
-
 
 static int handshake(int fd)
 {
 	struct rma_tcp_hello h = {.step = 1, .engine_id = 7, .nonce = 11};
 	uint8_t b[RMA_TCP_HELLO_SIZE];
+	int rc;
 
 	rma__tcp_hello_encode(&h, b);
-	if (send(fd, b, sizeof b, MSG_NOSIGNAL) != (ssize_t)sizeof b ||
-	    hello_recv(fd, &h) || h.step != 2)
-		return -1;
+	if (send(fd, b, sizeof b, MSG_NOSIGNAL) != (ssize_t)sizeof b)
+		return -errno;
+	if ((rc = hello_recv(fd, &h)) || h.step != 2)
+		return rc ? rc : -EPROTO;
 	struct rma_tcp_hello c3 = {.step = 3};
-	rma__tcp_proof(proof_key, 'C', h.nonce, c3.proof);
+	rma__setup_proof(proof_key, 'C', h.nonce, NULL, 0, c3.proof);
 	rma__tcp_hello_encode(&c3, b);
-	if (send(fd, b, sizeof b, MSG_NOSIGNAL) != (ssize_t)sizeof b ||
-	    hello_recv(fd, &h) || h.step != 4 || h.status)
-		return -1;
+	if (send(fd, b, sizeof b, MSG_NOSIGNAL) != (ssize_t)sizeof b)
+		return -errno;
+	if ((rc = hello_recv(fd, &h)) || h.step != 4 || h.status)
+		return rc ? rc : -EPROTO;
 	return 0;
+}
+
+static void stopped_serving(const char *what, int rc)
+{
+	fprintf(stderr, "fuzz_tcp_stream: %s: %s (connections served: %u)\n",
+		what, strerror(-rc), tcp_of()->nserved);
+	abort();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -123,11 +162,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			rma__put_le64(msg + i + 16, k == 1 ? key_rw : key_ro);
 	}
 
-	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+	int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1, rc;
+	if (fd < 0)
+		stopped_serving("socket", -errno);
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&addr, sizeof addr) ||
-	    handshake(fd))
-		abort(); /* the engine stopped serving */
+	if (connect(fd, (struct sockaddr *)&addr, sizeof addr))
+		stopped_serving("connect", -errno);
+	if ((rc = handshake(fd)))
+		stopped_serving("handshake", rc);
 	size_t sent = 0;
 	for (int i = 0; i < 100000 && sent < size; i++) {
 		ssize_t n = send(fd, msg + sent, size - sent, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -140,7 +182,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	pump(fd, 50);
 	close(fd);
-	pump(fd, 5); /* let it see the close and retire the connection */
 	free(msg);
+	/* The engine must notice the close and retire the connection; one
+	 * it kept would count against its connection limit for good. */
+	int64_t end = rma__now_ns() + 10 * 1000000000LL;
+	while (tcp_of()->nserved && rma__now_ns() < end)
+		rma_progress(e, 1);
+	if (tcp_of()->nserved)
+		stopped_serving("a closed connection was never retired", -EBUSY);
+	if (memcmp(ro_mem, ro_copy, REGION)) {
+		fprintf(stderr, "fuzz_tcp_stream: the read-only region changed\n");
+		abort();
+	}
 	return 0;
 }

@@ -694,7 +694,6 @@ static struct vb_peer *connect_to(struct rma__transport *target, uint64_t id,
 	return container_of(bp, struct vb_peer, base);
 }
 
-#if __has_include("transport/setup.h")
 static void test_ctl_handshake(void **state)
 {
 	struct rma__transport *b = NULL;
@@ -748,18 +747,6 @@ static void test_ctl_wrong_secret(void **state)
 	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
 	rma__verbs_ops.fini(b);
 }
-#else
-/* Built without the setup module: connecting is refused, plainly. */
-static void test_ctl_handshake(void **state)
-{
-	struct rma__transport *b = NULL;
-	int rc;
-	assert_int_equal(rma__verbs_ops.init(NULL, NULL, &b), 0);
-	assert_null(connect_to(b, 42, &rc));
-	assert_int_equal(rc, -ENOSYS);
-	rma__verbs_ops.fini(b);
-}
-#endif
 
 int main(void)
 {
@@ -776,10 +763,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_arm_polls_after_notify, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_disconnect_waits_for_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_handshake, setup, teardown),
-#if __has_include("transport/setup.h")
 		cmocka_unit_test_setup_teardown(test_ctl_wrong_engine, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_wrong_secret, setup, teardown),
-#endif
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
 }

@@ -39,6 +39,8 @@ struct bench_args {
 	bool json;
 	bool manual;
 	const char *token;      /* --target; NULL = start our own */
+	int timeout_ms;         /* per op; 0 = the engine's default */
+	struct common_opts common;
 };
 
 /* The target child we started, if any. */
@@ -69,26 +71,32 @@ struct result {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rma bench [--transport LIST] [--op put|get] [--sizes LIST] [--window N]\n"
-		"                 [--iters N] [--duration MS] [--json] [--manual-progress]\n"
-		"                 [--target TOKEN]\n\n"
+		"usage: rma bench [--transport LIST] [--op put|get] [--size LIST] [--window N]\n"
+		"                 [--iters N] [--duration DURATION] [--timeout DURATION]\n"
+		"                 [--json] [--manual-progress] [--target TOKEN]\n"
+		"                 [--secret-file PATH] [--log LEVEL]\n\n"
 		"For each size, measure bandwidth with --window ops in flight (rma_post and\n"
 		"rma_poll), then latency with one op at a time (rma_submit), reporting the\n"
 		"median (p50) and p99 in microseconds.  Without --target, a target is started\n"
 		"as a child ('rma target --listen 127.0.0.1:0') and stopped at the end.\n\n"
 		"options:\n"
-		"  --transport LIST   transports to use on both sides (default: all)\n"
-		"  --op put|get       operation (default put)\n"
-		"  --sizes LIST       comma-separated sizes (default " DEFAULT_SIZES ")\n"
-		"  --window N         ops in flight in the bandwidth phase (default 16)\n"
-		"  --iters N          ops per phase instead of a time bound\n"
-		"  --duration MS      time per phase and size (default 500)\n"
-		"  --json             one JSON object per line per size\n"
-		"  --manual-progress  no progress thread: busy-poll rma_progress() instead\n"
-		"  --target TOKEN     use an existing target (its buffer must hold the\n"
-		"                     largest size and allow the operation)\n\n"
-		"JSON keys: transport, op, size, window, iters, bandwidth_MBps,\n"
-		"latency_us_p50, latency_us_p99, latency_samples, manual_progress.\n");
+		"  -t, --transport LIST     transports to use on both sides (default: all)\n"
+		"      --op put|get         operation (default put)\n"
+		"  -s, --size LIST          comma-separated sizes in bytes\n"
+		"                           (default " DEFAULT_SIZES ")\n"
+		"      --sizes LIST         the same as --size\n"
+		"  -w, --window N           ops in flight in the bandwidth phase (default 16)\n"
+		"  -n, --iters N            ops per phase instead of a time bound\n"
+		"  -d, --duration DURATION  time per phase and size (default 500ms)\n"
+		"  -T, --timeout DURATION   deadline of each op (default: the engine's, 30s)\n"
+		"  -j, --json               one JSON object per line per size\n"
+		"  -m, --manual-progress    no progress thread: busy-poll rma_progress()\n"
+		"      --target TOKEN       use an existing target (its buffer must hold the\n"
+		"                           largest size and allow the operation)\n"
+		COMMON_HELP "\n" UNITS_HELP "\n"
+		"JSON keys: transport, op, size (bytes), window, iters, bandwidth_MBps\n"
+		"(10^6 bytes/s), latency_us_p50, latency_us_p99 (microseconds),\n"
+		"latency_samples, manual_progress.\n");
 }
 
 static const char *op_name(unsigned kind)
@@ -116,28 +124,31 @@ static int parse_args(int argc, char **argv, struct bench_args *a)
 {
 	static const struct option opts[] = {
 		{ "transport", required_argument, NULL, 't' },
-		{ "op", required_argument, NULL, 'o' },
+		{ "op", required_argument, NULL, OPT_OP },
+		{ "size", required_argument, NULL, 's' },
 		{ "sizes", required_argument, NULL, 's' },
 		{ "window", required_argument, NULL, 'w' },
 		{ "iters", required_argument, NULL, 'n' },
 		{ "duration", required_argument, NULL, 'd' },
+		{ "timeout", required_argument, NULL, 'T' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "manual-progress", no_argument, NULL, 'm' },
-		{ "target", required_argument, NULL, 'T' },
-		{ "help", no_argument, NULL, 'h' },
+		{ "target", required_argument, NULL, OPT_TARGET },
+		COMMON_LONG_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sizes = DEFAULT_SIZES;
 	uint64_t v;
-	int c;
+	int c, rc;
 
 	*a = (struct bench_args){ .kind = RMA_OP_PUT, .window = 16, .duration_ms = 500 };
+	common_init(&a->common);
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":t:o:s:w:n:d:jmT:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":t:s:w:n:d:T:jmh", opts, NULL)) != -1) {
 		switch (c) {
 		case 't': a->transports = optarg; break;
-		case 'o':
+		case OPT_OP:
 			if (parse_op(optarg, &a->kind) < 0)
 				return tool_usage_error("bench", "bad --op '%s' (put or get)", optarg);
 			break;
@@ -153,25 +164,34 @@ static int parse_args(int argc, char **argv, struct bench_args *a)
 				return tool_usage_error("bench", "bad --iters '%s'", optarg);
 			break;
 		case 'd':
-			if (parse_count(optarg, 3600000, &v) < 0)
-				return tool_usage_error("bench", "bad --duration '%s'", optarg);
+			if (parse_duration_ms(optarg, &v) < 0 || v == 0 || v > 3600000)
+				return tool_usage_error("bench", "bad --duration '%s' (1ms..60min)", optarg);
 			a->duration_ms = (unsigned)v;
+			break;
+		case 'T':
+			if (parse_duration_ms(optarg, &v) < 0 || v == 0 || v > INT32_MAX)
+				return tool_usage_error("bench", "bad --timeout '%s' (e.g. 500ms, 5s; > 0)",
+							optarg);
+			a->timeout_ms = (int)v;
 			break;
 		case 'j': a->json = true; break;
 		case 'm': a->manual = true; break;
-		case 'T': a->token = optarg; break;
+		case OPT_TARGET: a->token = optarg; break;
 		case 'h':
 			usage(stdout);
 			return -1;
 		default:
-			return tool_getopt_error("bench", c, argv);
+			rc = common_option("bench", c, optarg, &a->common);
+			if (rc == 1)
+				break;
+			return rc ? rc : tool_getopt_error("bench", c, argv);
 		}
 	}
 	if (optind < argc)
 		return tool_usage_error("bench", "unexpected argument '%s'", argv[optind]);
 	a->n_sizes = parse_size_list(sizes, a->sizes, MAX_SIZES);
 	if (a->n_sizes < 0)
-		return tool_usage_error("bench", "bad --sizes '%s'", sizes);
+		return tool_usage_error("bench", "bad --size '%s'", sizes);
 	for (c = 0; c < a->n_sizes; c++)
 		if (a->sizes[c] == 0)
 			return tool_usage_error("bench", "sizes must be > 0");
@@ -194,8 +214,9 @@ static uint64_t max_size(const struct bench_args *a)
 static void exec_target(const struct bench_args *a, uint64_t size,
 			int in_fd, int out_fd)
 {
+	static const char *const levels[] = { "error", "warn", "info", "debug" };
 	char size_arg[32];
-	char *argv[10];
+	char *argv[16];
 	int n = 0;
 
 	if (dup2(in_fd, STDIN_FILENO) < 0 || dup2(out_fd, STDOUT_FILENO) < 0)
@@ -210,6 +231,16 @@ static void exec_target(const struct bench_args *a, uint64_t size,
 	if (a->transports) {
 		argv[n++] = "--transport";
 		argv[n++] = (char *)a->transports;
+	}
+	/* The child shares our secret and log level (their variables, if
+	 * we used them, pass through the environment). */
+	if (a->common.secret_file) {
+		argv[n++] = "--secret-file";
+		argv[n++] = (char *)a->common.secret_file;
+	}
+	if (a->common.log_level >= 0) {
+		argv[n++] = "--log";
+		argv[n++] = (char *)levels[a->common.log_level];
 	}
 	argv[n] = NULL;
 	execv("/proc/self/exe", argv);
@@ -358,7 +389,7 @@ static bool phase_over(const struct bench_args *a, uint64_t posted,
 /* Top the window up; returns ops posted (maybe 0 on -EAGAIN) or -errno. */
 static int post_some(const struct bench *b, struct rma_op *ops, size_t want)
 {
-	int rc = rma_post(b->e, ops, want, 0, NULL);
+	int rc = rma_post(b->e, ops, want, b->a->timeout_ms, NULL);
 
 	return rc == -EAGAIN ? 0 : rc;
 }
@@ -429,7 +460,7 @@ static double percentile_us(const uint64_t *s, size_t n, unsigned pct)
 static int submit_one(const struct bench *b, const struct rma_op *op)
 {
 	int64_t result = 0;
-	int rc = rma_submit(b->e, op, 1, 0, &result, NULL, 0);
+	int rc = rma_submit(b->e, op, 1, b->a->timeout_ms, &result, NULL, 0);
 
 	if (rc == 0)
 		return 0;
@@ -569,6 +600,7 @@ static int run_bench(const struct bench_args *a, const char *token)
 	rma_config_init(&cfg);
 	cfg.transports = a->transports;
 	cfg.flags = a->manual ? RMA_ENGINE_MANUAL_PROGRESS : 0;
+	cfg.secret = a->common.secret[0] ? a->common.secret : NULL;
 	rc = rma_engine_create(&cfg, &b.e);
 	if (rc < 0) {
 		b.e = NULL;
@@ -619,6 +651,11 @@ int cmd_bench(int argc, char **argv)
 	rc = parse_args(argc, argv, &a);
 	if (rc)
 		return rc < 0 ? EXIT_OK : rc;
+	rc = common_apply("bench", &a.common, NULL); /* run_bench takes the secret */
+	if (rc)
+		return rc;
+	if (a.transports)
+		unsetenv("RMA_TRANSPORTS"); /* --transport wins, here and in the child */
 	/* A target that dies must not take us down with SIGPIPE. */
 	signal(SIGPIPE, SIG_IGN);
 	if (a.token)

@@ -21,22 +21,27 @@ static const char *level_name(int level)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: rma info\n\n"
-		   "Print the library version and one line per transport compiled in:\n"
+	fprintf(f, "usage: rma info [--secret-file PATH] [--log LEVEL]\n\n"
+		   "Print the library version and two lines per transport compiled in:\n"
 		   "  version: X.Y.Z\n"
 		   "  transport: NAME level=tcp|nic|memory available=yes|no (detail)\n"
-		   "    options: NAME: meaning; ...  (set as --transport NAME:opt=value:...)\n");
+		   "    options: NAME: meaning; ...  (set as --transport NAME:opt=value:...)\n\n"
+		   "options (taken by every command; info makes no engine, so it only\n"
+		   "checks that the secret file is readable):\n"
+		   COMMON_HELP);
 }
 
 int cmd_info(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{ "help", no_argument, NULL, 'h' },
+		COMMON_LONG_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};
 	struct rma_transport_info info[MAX_TRANSPORTS];
-	int n, i, c;
+	struct common_opts common;
+	int n, i, c, rc;
 
+	common_init(&common);
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -44,11 +49,16 @@ int cmd_info(int argc, char **argv)
 			usage(stdout);
 			return EXIT_OK;
 		}
-		return tool_getopt_error("info", c, argv);
+		rc = common_option("info", c, optarg, &common);
+		if (rc != 1)
+			return rc ? rc : tool_getopt_error("info", c, argv);
 	}
 	if (optind < argc)
 		return tool_usage_error("info", "unexpected argument '%s'",
 					argv[optind]);
+	rc = common_apply("info", &common, NULL);
+	if (rc)
+		return rc;
 
 	printf("version: %s\n", rma_version());
 	n = rma_transports(info, MAX_TRANSPORTS);

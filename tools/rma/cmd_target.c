@@ -12,23 +12,28 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 struct target_args {
 	const char *transports; /* NULL = every available one */
 	const char *listen;     /* NULL = the library's default */
+	const char *advertise;  /* NULL = the library's choice */
 	uint64_t size;
 	bool fill;
 	uint64_t seed;
 	unsigned access;
+	struct common_opts common;
 };
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rma target [--transport LIST] [--listen HOST:PORT] [--size BYTES]\n"
-		"                  [--fill SEED] [--access rw|r|w]\n\n"
+		"usage: rma target [--transport LIST] [--listen HOST:PORT] [--advertise HOST]\n"
+		"                  [--size BYTES] [--fill SEED] [--access rw|r|w]\n"
+		"                  [--secret-file PATH]\n"
+		"                  [--log LEVEL]\n\n"
 		"Register a buffer (default 1M, zero-filled unless --fill) with the given\n"
 		"remote access (default rw) and print exactly one line on stdout:\n"
 		"  advertisement: TOKEN\n"
@@ -39,11 +44,18 @@ static void usage(FILE *f)
 		"pipe, or press Ctrl-D).  If stdin is /dev/null or a regular file it is\n"
 		"ignored (it would end at once) and only a signal stops the target.\n\n"
 		"options:\n"
-		"  --transport LIST  transports to offer, e.g. tcp or tcp,shm (default: all)\n"
-		"  --listen ADDR     listen address (default 127.0.0.1:0)\n"
-		"  --size BYTES      buffer size: 4096, 64K, 1M, 1G, 1MiB (default 1M)\n"
-		"  --fill SEED       fill with the deterministic pattern of SEED\n"
-		"  --access MODE     rw (default), r (get only) or w (put only)\n");
+		"  -t, --transport LIST     transports to offer, e.g. tcp or tcp,shm, each\n"
+		"                           with options: tcp:listen=0.0.0.0:7000 (default: all)\n"
+		"  -l, --listen HOST:PORT   tcp listen address; 0.0.0.0:PORT or [::]:PORT for\n"
+		"                           every address (default 127.0.0.1:0, or RMA_LISTEN)\n"
+		"      --advertise HOST     the address peers should connect to (default: the\n"
+		"                           listen address; for 0.0.0.0 or [::], an up\n"
+		"                           interface's, the default route's first; or\n"
+		"                           RMA_ADVERTISE)\n"
+		"  -s, --size BYTES         buffer size (default 1M)\n"
+		"  -f, --fill SEED          fill with the deterministic pattern of SEED\n"
+		"  -a, --access MODE        rw (default), r (get only) or w (put only)\n"
+		COMMON_HELP "\n" UNITS_HELP);
 }
 
 static int parse_args(int argc, char **argv, struct target_args *a)
@@ -51,22 +63,25 @@ static int parse_args(int argc, char **argv, struct target_args *a)
 	static const struct option opts[] = {
 		{ "transport", required_argument, NULL, 't' },
 		{ "listen", required_argument, NULL, 'l' },
+		{ "advertise", required_argument, NULL, 'A' + 256 },
 		{ "size", required_argument, NULL, 's' },
 		{ "fill", required_argument, NULL, 'f' },
 		{ "access", required_argument, NULL, 'a' },
-		{ "help", no_argument, NULL, 'h' },
+		COMMON_LONG_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
+	int c, rc;
 
 	*a = (struct target_args){ .size = RMA_TOOL_DEFAULT_SIZE,
 				   .access = RMA_ACCESS_REMOTE_RW };
+	common_init(&a->common);
 	optind = 1;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":t:l:s:f:a:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 't': a->transports = optarg; break;
 		case 'l': a->listen = optarg; break;
+		case 'A' + 256: a->advertise = optarg; break;
 		case 's':
 			if (parse_size(optarg, &a->size) < 0 || a->size == 0)
 				return tool_usage_error("target", "bad --size '%s'", optarg);
@@ -84,7 +99,10 @@ static int parse_args(int argc, char **argv, struct target_args *a)
 			usage(stdout);
 			return -1;
 		default:
-			return tool_getopt_error("target", c, argv);
+			rc = common_option("target", c, optarg, &a->common);
+			if (rc == 1)
+				break;
+			return rc ? rc : tool_getopt_error("target", c, argv);
 		}
 	}
 	if (optind < argc)
@@ -198,6 +216,15 @@ int cmd_target(int argc, char **argv)
 	rc = parse_args(argc, argv, &a);
 	if (rc)
 		return rc < 0 ? EXIT_OK : rc;
+	rma_config_init(&cfg);
+	cfg.transports = a.transports;
+	cfg.listen = a.listen;
+	cfg.advertise = a.advertise;
+	if (a.advertise)
+		unsetenv("RMA_ADVERTISE"); /* the option wins, as the others do */
+	rc = common_apply("target", &a.common, &cfg);
+	if (rc)
+		return rc;
 
 	/* A reader that went away must not kill us before the crc line. */
 	signal(SIGPIPE, SIG_IGN);
@@ -213,9 +240,6 @@ int cmd_target(int argc, char **argv)
 	if (a.fill)
 		fill_pattern(buf, (size_t)a.size, a.seed);
 
-	rma_config_init(&cfg);
-	cfg.transports = a.transports;
-	cfg.listen = a.listen;
 	rc = rma_engine_create(&cfg, &e);
 	if (rc < 0) {
 		buffer_free(buf, (size_t)a.size);

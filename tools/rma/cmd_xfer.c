@@ -22,26 +22,31 @@ struct xfer_args {
 	uint64_t size;
 	uint64_t offset;
 	bool fill;
+	bool zero;        /* put: zeros, asked for explicitly */
 	uint64_t seed;
 	const char *file; /* put: source file */
 	const char *out;  /* get: destination file */
-	int timeout_ms;   /* 0 = the engine's default */
+	int timeout_ms;   /* 0 = the engine's default, RMA_NONE = none */
+	struct common_opts common;
 };
 
 static void usage(FILE *f, unsigned kind)
 {
 	if (kind == RMA_OP_PUT)
 		fprintf(f,
-			"usage: rma put TOKEN [--size BYTES] [--offset N] [--fill SEED | --file PATH]\n"
-			"                     [--timeout MS] [--transport LIST]\n\n"
+			"usage: rma put TOKEN (--fill SEED | --file PATH | --zero) [--size BYTES]\n"
+			"               [--offset BYTES] [--timeout DURATION] [--transport LIST]\n"
+			"               [--secret-file PATH] [--log LEVEL]\n\n"
 			"Write bytes into the buffer advertised by TOKEN at --offset (default 0).\n"
-			"The bytes are the --fill pattern of SEED, the contents of PATH, or zeros.\n"
-			"Size defaults to the file size with --file, else to the advertised length\n"
-			"minus the offset.\n\n");
+			"Say what to write: the --fill pattern of SEED, the contents of PATH, or\n"
+			"zeros with --zero (nothing is written without one of them).  Size defaults\n"
+			"to the file size with --file, else to the advertised length minus the\n"
+			"offset.\n\n");
 	else
 		fprintf(f,
-			"usage: rma get TOKEN [--size BYTES] [--offset N] [--out PATH]\n"
-			"                     [--timeout MS] [--transport LIST]\n\n"
+			"usage: rma get TOKEN [--size BYTES] [--offset BYTES] [--out PATH]\n"
+			"               [--timeout DURATION] [--transport LIST]\n"
+			"               [--secret-file PATH] [--log LEVEL]\n\n"
 			"Read bytes out of the buffer advertised by TOKEN from --offset (default 0),\n"
 			"optionally saving them to PATH.  Size defaults to the advertised length\n"
 			"minus the offset.\n\n");
@@ -52,13 +57,22 @@ static void usage(FILE *f, unsigned kind)
 		"  throughput: X.XX MB/s      (MB = 10^6 bytes)\n"
 		"  crc32c: HEX                (of the bytes moved)\n"
 		"On failure prints one line 'rma %s: REASON' on stderr and exits 1.\n\n"
-		"options:\n"
-		"  --size BYTES      bytes to move: 4096, 64K, 1M, 1G, 1MiB\n"
-		"  --offset N        offset within the advertised window (same suffixes)\n"
-		"  --timeout MS      deadline for connecting and for the transfer\n"
-		"                    (default: the engine's: 30 s, or RMA_TIMEOUT_MS)\n"
-		"  --transport LIST  transports this side may use (default: all)\n",
-		kind == RMA_OP_PUT ? "put" : "get");
+		"options:\n", kind == RMA_OP_PUT ? "put" : "get");
+	if (kind == RMA_OP_PUT)
+		fprintf(f,
+			"  -f, --fill SEED          write the deterministic pattern of SEED\n"
+			"  -F, --file PATH          write the bytes of PATH\n"
+			"  -z, --zero               write zeros\n");
+	else
+		fprintf(f,
+			"  -O, --out PATH           save the bytes read to PATH\n");
+	fprintf(f,
+		"  -s, --size BYTES         bytes to move\n"
+		"  -o, --offset BYTES       offset within the advertised window (default 0)\n"
+		"  -T, --timeout DURATION   deadline for connecting and for the transfer, or\n"
+		"                           'none' (default: the engine's, 30s or RMA_TIMEOUT_MS)\n"
+		"  -t, --transport LIST     transports this side may use (default: all)\n"
+		COMMON_HELP "\n" UNITS_HELP);
 }
 
 static int parse_args(int argc, char **argv, struct xfer_args *a)
@@ -68,19 +82,21 @@ static int parse_args(int argc, char **argv, struct xfer_args *a)
 		{ "offset", required_argument, NULL, 'o' },
 		{ "fill", required_argument, NULL, 'f' },
 		{ "file", required_argument, NULL, 'F' },
+		{ "zero", no_argument, NULL, 'z' },
 		{ "out", required_argument, NULL, 'O' },
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "transport", required_argument, NULL, 't' },
-		{ "help", no_argument, NULL, 'h' },
+		COMMON_LONG_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};
 	bool put = a->kind == RMA_OP_PUT;
 	uint64_t v;
-	int c;
+	int c, rc;
 
+	common_init(&a->common);
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:o:f:F:O:T:t:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":s:o:f:F:zO:T:t:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
 			if (parse_size(optarg, &a->size) < 0)
@@ -103,14 +119,24 @@ static int parse_args(int argc, char **argv, struct xfer_args *a)
 				return tool_usage_error(a->cmd, "--file is for put (get uses --out)");
 			a->file = optarg;
 			break;
+		case 'z':
+			if (!put)
+				return tool_usage_error(a->cmd, "--zero is for put");
+			a->zero = true;
+			break;
 		case 'O':
 			if (put)
 				return tool_usage_error(a->cmd, "--out is for get");
 			a->out = optarg;
 			break;
 		case 'T':
-			if (parse_u64(optarg, &v) < 0 || v == 0 || v > INT32_MAX)
-				return tool_usage_error(a->cmd, "bad --timeout '%s' (milliseconds, > 0)", optarg);
+			if (strcmp(optarg, "none") == 0) {
+				a->timeout_ms = RMA_NONE;
+				break;
+			}
+			if (parse_duration_ms(optarg, &v) < 0 || v == 0 || v > INT32_MAX)
+				return tool_usage_error(a->cmd, "bad --timeout '%s' (e.g. 500ms, 5s; > 0)",
+							optarg);
 			a->timeout_ms = (int)v;
 			break;
 		case 't': a->transports = optarg; break;
@@ -118,11 +144,17 @@ static int parse_args(int argc, char **argv, struct xfer_args *a)
 			usage(stdout, a->kind);
 			return -1;
 		default:
-			return tool_getopt_error(a->cmd, c, argv);
+			rc = common_option(a->cmd, c, optarg, &a->common);
+			if (rc == 1)
+				break;
+			return rc ? rc : tool_getopt_error(a->cmd, c, argv);
 		}
 	}
-	if (a->fill && a->file)
-		return tool_usage_error(a->cmd, "--fill and --file exclude each other");
+	if (a->fill + !!a->file + a->zero > 1)
+		return tool_usage_error(a->cmd, "--fill, --file and --zero exclude each other");
+	if (put && !a->fill && !a->file && !a->zero)
+		return tool_usage_error(a->cmd, "say what to write: --fill SEED, --file PATH, "
+					"or --zero (nothing was written)");
 	if (optind >= argc)
 		return tool_usage_error(a->cmd, "missing TOKEN (the target's advertisement)");
 	a->token = argv[optind++];
@@ -310,6 +342,9 @@ static int run(struct xfer_args *a)
 	}
 	rma_config_init(&cfg);
 	cfg.transports = a->transports;
+	rc = common_apply(a->cmd, &a->common, &cfg);
+	if (rc)
+		goto out;
 	rc = rma_engine_create(&cfg, &e);
 	if (rc < 0) {
 		rc = tool_fail(a->cmd, EXIT_RUNTIME, "creating the engine: %s",

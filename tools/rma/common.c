@@ -267,3 +267,111 @@ int parse_access(const char *s, unsigned *out)
 		return -EINVAL;
 	return 0;
 }
+
+int parse_duration_ms(const char *s, uint64_t *out)
+{
+	static const struct {
+		const char *unit;
+		uint64_t ms;
+	} units[] = { { "", 1 }, { "ms", 1 }, { "s", 1000 }, { "min", 60000 } };
+	char *end;
+	unsigned long long v;
+	size_t i;
+
+	if (!s || !isdigit((unsigned char)s[0]))
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno == ERANGE)
+		return -ERANGE;
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (strcmp(end, units[i].unit) != 0)
+			continue;
+		if (v > UINT64_MAX / units[i].ms)
+			return -ERANGE;
+		*out = v * units[i].ms;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+void common_init(struct common_opts *o)
+{
+	o->secret_file = NULL;
+	o->log_level = -1;
+	o->secret[0] = '\0';
+}
+
+static int log_level_of(const char *s)
+{
+	static const char *const names[] = { "error", "warn", "info", "debug" };
+	int i;
+
+	for (i = 0; i < 4; i++)
+		if (strcmp(s, names[i]) == 0)
+			return i;
+	return -1;
+}
+
+int common_option(const char *cmd, int c, const char *arg,
+		  struct common_opts *o)
+{
+	switch (c) {
+	case OPT_SECRET_FILE:
+		o->secret_file = arg;
+		return 1;
+	case OPT_LOG:
+		o->log_level = log_level_of(arg);
+		if (o->log_level < 0)
+			return tool_usage_error(cmd, "bad --log '%s' (error, warn, info or debug)", arg);
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* The secret is the file's first line, without its line ending. */
+static int read_secret(const char *cmd, const char *path, char *out, size_t cap)
+{
+	FILE *f = fopen(path, "re");
+	size_t len;
+
+	if (!f)
+		return tool_fail(cmd, EXIT_RUNTIME, "--secret-file %s: %s", path, strerror(errno));
+	if (!fgets(out, (int)cap, f))
+		out[0] = '\0';
+	fclose(f);
+	len = strcspn(out, "\r\n");
+	if (len == cap - 1)
+		return tool_fail(cmd, EXIT_RUNTIME, "--secret-file %s: the secret is longer than %zu bytes",
+				 path, cap - 2);
+	out[len] = '\0';
+	if (len == 0)
+		return tool_fail(cmd, EXIT_RUNTIME, "--secret-file %s: the first line is empty", path);
+	return 0;
+}
+
+int common_apply(const char *cmd, struct common_opts *o, struct rma_config *cfg)
+{
+	int rc;
+
+	/* The library lets RMA_LOG and RMA_SECRET win over what it is given;
+	 * an option on the command line is more specific than either. */
+	if (o->log_level >= 0) {
+		unsetenv("RMA_LOG");
+		rma_set_log(o->log_level, NULL, NULL);
+	}
+	if (o->secret_file) {
+		rc = read_secret(cmd, o->secret_file, o->secret, sizeof(o->secret));
+		if (rc)
+			return rc;
+		unsetenv("RMA_SECRET");
+		if (cfg)
+			cfg->secret = o->secret;
+	}
+	if (cfg && cfg->transports)
+		unsetenv("RMA_TRANSPORTS");
+	if (cfg && cfg->listen)
+		unsetenv("RMA_LISTEN");
+	return 0;
+}

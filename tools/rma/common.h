@@ -96,4 +96,71 @@ void one_line(char *msg, size_t cap);
 /* Map an --access argument ("rw", "r", "w") to enum rma_access; -EINVAL. */
 int parse_access(const char *s, unsigned *out);
 
+/*
+ * Parse a duration into milliseconds: digits with a unit, "ms", "s" or
+ * "min"; bare digits are milliseconds.  "250ms", "5s", "2min", "500".
+ * Returns 0, or -EINVAL / -ERANGE.
+ */
+int parse_duration_ms(const char *s, uint64_t *out);
+
+/*
+ * Short options mean one thing in every command:
+ *   -t --transport  -l --listen  -s --size  -o --offset  -f --fill
+ *   -F --file  -O --out  -z --zero  -a --access  -T --timeout
+ *   -w --window  -n --iters  -d --duration  -j --json  -m --manual-progress
+ *   -h --help
+ * Long only: --op, --target, --sizes (bench's synonym of --size),
+ * --secret-file, --log.
+ */
+enum {
+	OPT_SECRET_FILE = 0x100, /* every command */
+	OPT_LOG,                 /* every command */
+	OPT_OP,                  /* bench */
+	OPT_TARGET,              /* bench */
+};
+
+/* The options every command takes, for its struct option table. */
+#define COMMON_LONG_OPTIONS                                              \
+	{ "secret-file", required_argument, NULL, OPT_SECRET_FILE },    \
+	{ "log", required_argument, NULL, OPT_LOG },                    \
+	{ "help", no_argument, NULL, 'h' }
+
+/* Their --help lines. */
+#define COMMON_HELP                                                          \
+	"      --secret-file PATH   shared secret peers must prove: the file's\n"  \
+	"                           first line (wins over RMA_SECRET)\n"           \
+	"      --log LEVEL          error, warn, info or debug (default warn;\n"   \
+	"                           wins over RMA_LOG)\n"                          \
+	"  -h, --help               show this help\n"
+
+/* How sizes and durations are written, for --help. */
+#define UNITS_HELP                                                           \
+	"Sizes: bytes, or a number with a binary suffix: K = 2^10, M = 2^20,\n"  \
+	"G = 2^30, T = 2^40 (also KiB, MiB...); KB/MB are refused as ambiguous.\n" \
+	"Durations: a number with a unit, ms, s or min; a bare number is ms.\n"   \
+	"Rates are in MB/s, where MB = 10^6 bytes.\n"
+
+#define TOOL_SECRET_MAX 1024
+
+struct common_opts {
+	const char *secret_file;
+	int log_level; /* enum rma_log_level, or -1: not given */
+	char secret[TOOL_SECRET_MAX];
+};
+
+void common_init(struct common_opts *o);
+
+/* Handle option c if it is a common one: returns 1 if it was, 0 if not,
+ * EXIT_USAGE (after a message) for a bad value. */
+int common_option(const char *cmd, int c, const char *arg,
+		  struct common_opts *o);
+
+/* After parsing, with cfg's transports and listen set: set the log level,
+ * read the secret file into cfg (cfg may be NULL for a command that makes
+ * no engine).  An option given wins over its environment variable (the
+ * library lets the variables win over rma_config).  Returns 0 or an exit
+ * code. */
+int common_apply(const char *cmd, struct common_opts *o,
+		 struct rma_config *cfg);
+
 #endif /* RMA_TOOL_COMMON_H */

@@ -34,7 +34,14 @@ static void usage(FILE *f)
 		   "commands:\n");
 	for (i = 0; i < N_COMMANDS; i++)
 		fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
-	fprintf(f, "\nexit status: 0 ok, 1 runtime error, 2 usage error\n");
+	fprintf(f, "\nEvery command takes --secret-file PATH, --log LEVEL and --help.\n"
+		   "A short option means the same in every command (-s size, -o offset,\n"
+		   "-T timeout, ...); long options are stable.\n\n"
+		   UNITS_HELP
+		   "\nenvironment: RMA_TRANSPORTS, RMA_LISTEN, RMA_SECRET, RMA_TIMEOUT_MS,\n"
+		   "RMA_STRIPES, RMA_LOG (an option given wins over its variable)\n"
+		   "\nexit status: 0 ok, 1 runtime error, 2 usage error\n"
+		   "See rma(1).\n");
 }
 
 static const struct command *find_command(const char *name)

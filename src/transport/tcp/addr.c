@@ -1,5 +1,9 @@
 /* addr.c - tcp addresses (HOST:PORT, advertisement blobs) and socket options. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <net/if.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <ifaddrs.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -42,25 +46,142 @@ int rma__tcp_parse_hostport(const char *s, struct sockaddr_storage *sa,
 	return 0;
 }
 
-/* An address peers can reach when we listen on the wildcard. */
-void rma__tcp_pick_reachable(struct sockaddr_storage *sa)
+static bool is_wildcard(const struct sockaddr_storage *sa)
 {
-	struct ifaddrs *ifa, *i;
-	if (sa->ss_family != AF_INET ||
-	    ((struct sockaddr_in *)sa)->sin_addr.s_addr != htonl(INADDR_ANY))
+	if (sa->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)sa)->sin_addr.s_addr == htonl(INADDR_ANY);
+	return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)sa)->sin6_addr);
+}
+
+static uint16_t port_of(const struct sockaddr_storage *sa)
+{
+	return sa->ss_family == AF_INET ? ((const struct sockaddr_in *)sa)->sin_port
+	       : ((const struct sockaddr_in6 *)sa)->sin6_port;
+}
+
+/* The interface of the default route (IPv4, then IPv6), or "" if none. */
+static void default_route_if(char name[IF_NAMESIZE])
+{
+	char line[256], ifn[IF_NAMESIZE + 1], dst[64];
+	FILE *f = fopen("/proc/net/route", "re");
+
+	name[0] = '\0';
+	if (f) {
+		if (fgets(line, sizeof line, f)) /* header */
+			while (fgets(line, sizeof line, f))
+				if (sscanf(line, "%16s %63s", ifn, dst) == 2 &&
+				    !strcmp(dst, "00000000") && strlen(ifn) < IF_NAMESIZE) {
+					strcpy(name, ifn);
+					break;
+				}
+		fclose(f);
+	}
+	if (name[0] || !(f = fopen("/proc/net/ipv6_route", "re")))
 		return;
-	((struct sockaddr_in *)sa)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (getifaddrs(&ifa))
-		return;
-	for (i = ifa; i; i = i->ifa_next)
-		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
-		    ((struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr !=
-			    htonl(INADDR_LOOPBACK)) {
-			((struct sockaddr_in *)sa)->sin_addr =
-				((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+	/* dst plen src plen next-hop metric refcnt use flags ifname */
+	while (fgets(line, sizeof line, f)) {
+		char d[33];
+		unsigned plen;
+		if (sscanf(line, "%32s %x %*s %*s %*s %*s %*s %*s %*s %16s", d, &plen,
+			   ifn) == 3 && plen == 0 && strcmp(ifn, "lo") &&
+		    !strcmp(d, "00000000000000000000000000000000") &&
+		    strlen(ifn) < IF_NAMESIZE) {
+			strcpy(name, ifn);
 			break;
 		}
-	freeifaddrs(ifa);
+	}
+	fclose(f);
+}
+
+/* How good an interface address is to advertise: 0 = unusable. */
+static int score(const struct ifaddrs *i, int family, const char *defif)
+{
+	if (!i->ifa_addr || !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK))
+		return 0;
+	int f = i->ifa_addr->sa_family, s;
+	if (f == AF_INET6) {
+		const struct in6_addr *a = &((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr;
+		if (IN6_IS_ADDR_LINKLOCAL(a) || IN6_IS_ADDR_LOOPBACK(a))
+			return 0; /* a link-local address needs a scope peers lack */
+	} else if (f != AF_INET) {
+		return 0;
+	}
+	s = f == family ? 2 : family == AF_INET6 ? 1 : 0; /* [::] takes v4 too */
+	if (!s)
+		return 0;
+	return s + (defif[0] && !strcmp(i->ifa_name, defif) ? 4 : 0);
+}
+
+int rma__tcp_advertised(const struct sockaddr_storage *bound,
+			const char *advertise, struct sockaddr_storage *out)
+{
+	uint16_t port = port_of(bound);
+	char why[96] = "";
+
+	*out = *bound;
+	if (advertise) {
+		/* A name or address; the port is always the bound one. */
+		struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai;
+		char host[256];
+		size_t n = strlen(advertise);
+		if (n >= sizeof host || !n)
+			return -EINVAL;
+		memcpy(host, advertise, n + 1);
+		if (host[0] == '[' && host[n - 1] == ']') {
+			host[n - 1] = '\0';
+			memmove(host, host + 1, n - 1);
+		}
+		if (getaddrinfo(host, NULL, &hints, &ai)) {
+			rma__err("tcp: cannot resolve advertise address '%s'", advertise);
+			return -EINVAL;
+		}
+		memcpy(out, ai->ai_addr, ai->ai_addrlen);
+		freeaddrinfo(ai);
+	} else if (is_wildcard(bound)) {
+		struct ifaddrs *ifa, *best = NULL;
+		char defif[IF_NAMESIZE];
+		int top = 0;
+		default_route_if(defif);
+		if (getifaddrs(&ifa) == 0) {
+			for (struct ifaddrs *i = ifa; i; i = i->ifa_next) {
+				int sc = score(i, bound->ss_family, defif);
+				if (sc > top) {
+					top = sc;
+					best = i;
+				}
+			}
+			if (best) {
+				memset(out, 0, sizeof *out);
+				memcpy(out, best->ifa_addr, best->ifa_addr->sa_family == AF_INET
+				       ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6));
+				snprintf(why, sizeof why, " (%s%s)", best->ifa_name,
+					 top >= 4 ? ", the default route's" : "");
+			}
+			freeifaddrs(ifa);
+		}
+		if (!best) { /* nothing else is up: loopback is all there is */
+			if (bound->ss_family == AF_INET)
+				((struct sockaddr_in *)out)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+			else
+				((struct sockaddr_in6 *)out)->sin6_addr = in6addr_loopback;
+			snprintf(why, sizeof why, " (no other interface is up)");
+		}
+	} else {
+		return 0; /* a specific address: advertise it as it is */
+	}
+	if (out->ss_family == AF_INET)
+		((struct sockaddr_in *)out)->sin_port = port;
+	else
+		((struct sockaddr_in6 *)out)->sin6_port = port;
+	char host[INET6_ADDRSTRLEN] = "?";
+	const void *a = out->ss_family == AF_INET
+		? (const void *)&((struct sockaddr_in *)out)->sin_addr
+		: (const void *)&((struct sockaddr_in6 *)out)->sin6_addr;
+	inet_ntop(out->ss_family, a, host, sizeof host);
+	rma__info("tcp: advertising %s%s%s:%u%s%s", out->ss_family == AF_INET6 ? "[" : "",
+		  host, out->ss_family == AF_INET6 ? "]" : "", ntohs(port), why,
+		  advertise ? "" : "; choose with tcp:advertise=HOST");
+	return 0;
 }
 
 /* blob: u8 family (4|6) | u16 port | 4 or 16 address bytes */
@@ -105,7 +226,7 @@ int rma__tcp_sa_from_blob(const uint8_t *b, size_t n, struct sockaddr_storage *s
 
 void rma__tcp_tune_socket(int fd)
 {
-	int one = 1, sz = SOCKBUF, ut = USER_TIMEOUT_MS;
+	int one = 1, ut = USER_TIMEOUT_MS;
 	int idle = KEEPIDLE_S, intvl = KEEPINTVL_S, cnt = KEEPCNT;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
@@ -113,8 +234,5 @@ void rma__tcp_tune_socket(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
 	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof ut);
-	/* Privileged callers can go past rmem_max/wmem_max; others keep
-	 * the kernel's autotuning, which a plain SO_RCVBUF would switch off. */
-	setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz);
-	setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz);
+	/* Large buffers come only after authentication (limits.c). */
 }

@@ -31,6 +31,7 @@ void rma__tcp_set_events(struct conn *c, uint32_t ev)
 void rma__tcp_conn_release(struct rma__watch *w)
 {
 	struct conn *c = container_of(w, struct conn, w);
+	free(c->setup);
 	free(c->ring);
 	free(c);
 }
@@ -52,7 +53,6 @@ struct conn *rma__tcp_conn_new(struct tcp_tr *tt, int fd, unsigned cap)
 	c->w.fd = fd;
 	c->w.cb = conn_cb;
 	c->w.release = rma__tcp_conn_release;
-	c->nonce = rma__random_u64();
 	c->hs_deadline = rma__now_ns() + HANDSHAKE_NS;
 	return c;
 }
@@ -77,10 +77,16 @@ void rma__tcp_conn_kill(struct conn *c, int err)
 	if (c->hs == HS_DEAD)
 		return;
 	bool was_ready = c->hs == HS_READY;
+	bool was_setup = c->hs == HS_SETUP;
 	c->hs = HS_DEAD;
 	rma__watch_retire(e, &c->w);
 	close(c->w.fd);
+	if (c->bigbuf)
+		tt->bigbuf_total -= 2ull * SOCKBUF;
+	c->bigbuf = false;
 	if (!c->peer) {
+		if (was_setup)
+			rma__tcp_hs_unlink(tt, c);
 		struct conn **pp = &tt->served;
 		while (*pp != c)
 			pp = &(*pp)->next;
@@ -95,6 +101,14 @@ void rma__tcp_conn_kill(struct conn *c, int err)
 	*pp = c->next;
 	if (was_ready)
 		p->nlive--;
+	/* A flooded target sheds connections still in the handshake
+	 * (limits.c): connect again, a few times, rather than fail. */
+	if (!was_ready && err == -ECONNRESET && p->retries < HS_RETRIES &&
+	    p->base.state != RMA__PEER_FAILED && !c->count) {
+		p->retries++;
+		if (rma__tcp_conn_start(p) == 0)
+			return;
+	}
 	/* Every chunk this connection held fails with the reason. */
 	for (unsigned i = 0; i < c->count; i++) {
 		struct txe *x = rma__tcp_ring_at(c, i);
@@ -183,6 +197,8 @@ void rma__tcp_conn_flush(struct conn *c)
 			if (!c->peer) /* target: a written reply is done */
 				ring_pop(c);
 		}
+		if (!c->peer)
+			c->last_active = rma__now_ns();
 	}
 	if (c->hs == HS_DEAD)
 		return;
@@ -401,6 +417,8 @@ void rma__tcp_conn_rx(struct conn *c)
 			return;
 		}
 		budget -= RMA_MIN(budget, (size_t)n);
+		if (!c->peer)
+			c->last_active = rma__now_ns();
 	}
 	/* Target: replies out now, in one write; this also re-arms EPOLLIN
 	 * on a connection that was paused. */
@@ -417,8 +435,8 @@ static void conn_cb(struct rma__watch *w, uint32_t ev)
 			rma__tcp_connected(c);
 		return;
 	}
-	if (c->hs != HS_READY) {
-		rma__tcp_hs_rx(c);
+	if (c->hs == HS_SETUP) {
+		rma__tcp_hs_run(c);
 		return;
 	}
 	if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP))

@@ -27,53 +27,56 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 {
 	struct tcp_tr *tt = container_of(w, struct tcp_tr, lw);
 
-	for (;;) {
-		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+	/* A bounded batch: a peer reconnecting as fast as we accept must not
+	 * keep this loop, and the engine lock, from everything else. */
+	for (int i = 0; i < ACCEPT_BATCH; i++) {
+		struct sockaddr_storage sa;
+		socklen_t salen = sizeof sa;
+		int fd = accept4(w->fd, (struct sockaddr *)&sa, &salen,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+			if (errno == EMFILE || errno == ENFILE) {
+				/* Out of fds: shed a handshake and come back
+				 * next round; with none to shed, stop
+				 * listening for a tick rather than spin. */
+				rma__refused(&tt->refusals, RMA__REFUSED_LIMIT,
+					     rma__now_ns());
+				if (tt->nhandshakes) {
+					rma__tcp_admit(tt, NULL);
+				} else if (!rma__watch_mod(tt->e, &tt->lw, 0)) {
+					tt->listen_paused = true;
+					rma__tcp_timer_start(tt);
+				}
+			} else if (errno != EAGAIN && errno != EINTR &&
+				   errno != ECONNABORTED) {
 				rma__warn("tcp: accept: %s", strerror(errno));
+			}
 			return;
 		}
-		struct conn *c = tt->nserved < MAX_SERVER_CONNS
-					 ? rma__tcp_conn_new(tt, fd, SERVER_RING) : NULL;
+		uint8_t raddr[16];
+		rma__tcp_raddr(&sa, raddr);
+		rma__tcp_admit(tt, raddr);
+		struct conn *c = rma__tcp_conn_new(tt, fd, SERVER_RING);
 		if (!c) {
 			close(fd);
 			continue;
 		}
+		memcpy(c->raddr, raddr, 16);
+		c->hs_deadline = rma__now_ns() + tt->lim.handshake_ns;
 		rma__tcp_tune_socket(fd);
-		c->hs = HS_WAIT1;
 		c->events = EPOLLIN;
-		if (rma__watch_add(tt->e, &c->w, EPOLLIN)) {
+		if (rma__tcp_hs_begin(c) || rma__watch_add(tt->e, &c->w, EPOLLIN)) {
 			close(fd);
 			rma__tcp_conn_release(&c->w);
 			continue;
 		}
+		c->hs = HS_SETUP;
 		c->next = tt->served;
 		tt->served = c;
 		tt->nserved++;
+		rma__tcp_hs_link(tt, c);
+		rma__tcp_timer_start(tt);
 	}
-}
-
-/* Handshakes that never finish lose their connection, on both sides. */
-static void tcp_progress(struct rma__transport *t)
-{
-	struct tcp_tr *tt = container_of(t, struct tcp_tr, base);
-	int64_t now = rma__now_ns();
-
-	if (now < tt->next_timer)
-		return;
-	tt->next_timer = now + 100 * 1000000LL;
-	for (struct conn *c = tt->served, *next; c; c = next) {
-		next = c->next;
-		if (c->hs != HS_READY && now > c->hs_deadline)
-			rma__tcp_conn_kill(c, -ETIMEDOUT);
-	}
-	for (struct tcp_peer *p = tt->peers; p; p = p->next)
-		for (struct conn *c = p->conns, *next; c; c = next) {
-			next = c->next;
-			if (c->hs != HS_READY && now > c->hs_deadline)
-				rma__tcp_conn_kill(c, -ETIMEDOUT);
-		}
 }
 
 /* ---- ops table ---- */
@@ -88,6 +91,15 @@ static const struct rma__topt_desc tcp_options[] = {
 	{"listen", "HOST:PORT to listen on, [::] or 0.0.0.0 for every address "
 		   "(default rma_config.listen, else 127.0.0.1:0)"},
 	{"stripes", "connections per peer, 1-64 (default rma_config.stripes, else 4)"},
+	{"advertise", "HOST peers should connect to (default rma_config.advertise, "
+		      "else for 0.0.0.0/[::] the default route's interface)"},
+	/* The target's limits (limits.c; design.md section 10). */
+	{"max_conns", "authenticated connections kept (4096)"},
+	{"max_handshakes", "connections in the handshake (64)"},
+	{"max_addr_conns", "authenticated, per remote address (4096)"},
+	{"max_addr_handshakes", "in the handshake, per remote address (32)"},
+	{"handshake_ms", "time to authenticate (3000)"},
+	{"idle_ms", "idle timeout (120000; 0 = none)"},
 	{NULL, NULL},
 };
 
@@ -96,6 +108,7 @@ static int tcp_init(struct rma_engine *e, const struct rma__topts *o,
 {
 	const struct rma__engine_params *p = rma__engine_params(e);
 	const char *listen_at = rma__topt(o, "listen");
+	const char *advertise = rma__topt(o, "advertise");
 	unsigned long stripes = p->stripes;
 	struct sockaddr_storage sa;
 	socklen_t len;
@@ -120,7 +133,13 @@ static int tcp_init(struct rma_engine *e, const struct rma__topts *o,
 	tt->max_msg = p->max_msg_size ? p->max_msg_size : DEFAULT_MAX_MSG;
 	tt->depth = p->queue_depth;
 	tt->stripes = (unsigned)stripes;
-	rma__tcp_secret_key(p->secret, tt->key);
+	rma__setup_key(p->secret, tt->key);
+	if ((rc = rma__tcp_limits_init(&tt->lim, o))) {
+		free(tt);
+		return rc;
+	}
+	tt->refusals.who = "tcp";
+	tt->refusals.interval_ns = 10LL * 1000000000;
 	fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		rc = -errno;
@@ -135,8 +154,13 @@ static int tcp_init(struct rma_engine *e, const struct rma__topts *o,
 	}
 	len = sizeof sa;
 	getsockname(fd, (struct sockaddr *)&sa, &len);
-	rma__tcp_pick_reachable(&sa);
-	tt->blob_len = rma__tcp_blob_from_sa(&sa, tt->blob);
+	struct sockaddr_storage adv;
+	rc = rma__tcp_advertised(&sa, advertise ? advertise : p->advertise, &adv);
+	if (rc) {
+		close(fd);
+		goto fail;
+	}
+	tt->blob_len = rma__tcp_blob_from_sa(&adv, tt->blob);
 	tt->lw.fd = fd;
 	tt->lw.cb = accept_cb;
 	rc = rma__watch_add(e, &tt->lw, EPOLLIN);
@@ -156,6 +180,7 @@ static void tcp_fini(struct rma__transport *t)
 	struct tcp_tr *tt = container_of(t, struct tcp_tr, base);
 	while (tt->served)
 		rma__tcp_conn_kill(tt->served, -ECANCELED);
+	rma__timer_cancel(tt->e, &tt->tick);
 	close(tt->lw.fd);
 	/* The engine is going away: release what the progress round would. */
 	free(tt);
@@ -183,7 +208,7 @@ static int tcp_ad_parse(const void *blob, size_t len, uint64_t core_key,
 	return 0;
 }
 
-static int conn_start(struct tcp_peer *p)
+int rma__tcp_conn_start(struct tcp_peer *p)
 {
 	struct tcp_tr *tt = p->tt;
 	int fd = socket(p->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -214,6 +239,7 @@ static int conn_start(struct tcp_peer *p)
 	}
 	c->next = p->conns;
 	p->conns = c;
+	rma__tcp_timer_start(tt);
 	return 0;
 }
 
@@ -233,7 +259,7 @@ static int tcp_connect(struct rma__transport *t, const void *blob, size_t len,
 		return -EBADMSG;
 	}
 	for (unsigned i = 0; i < tt->stripes && !rc; i++)
-		rc = conn_start(p);
+		rc = rma__tcp_conn_start(p);
 	if (rc) {
 		p->base.state = RMA__PEER_FAILED; /* the core has not seen it */
 		while (p->conns)
@@ -359,6 +385,5 @@ const struct rma__transport_ops rma__tcp_ops = {
 	.disconnect = tcp_disconnect,
 	.post = tcp_post,
 	.flush = tcp_flush,
-	.progress = tcp_progress,
 	.revoke = tcp_revoke,
 };

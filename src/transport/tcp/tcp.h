@@ -2,7 +2,9 @@
  * tcp.h - the tcp transport's own objects, shared by its files:
  *   tcp.c        the ops table: listener, peers, posting, revoke
  *   conn.c       a connection's data path: rings, reading, writing, serving
- *   handshake.c  the four-message handshake and the secret proof
+ *   handshake.c  the connection setup (transport/setup.h) on each connection
+ *   limits.c     what the target allows: handshake and connection caps,
+ *                per-address caps, timers, idle connections, large buffers
  *   addr.c       addresses and socket options
  *   wire.c       the message codec (wire.h)
  * Nothing here leaves the transport; the core sees only rma__tcp_ops.
@@ -14,17 +16,18 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "transport/setup.h"
 #include "transport/tcp/wire.h"
 #include "transport/transport.h"
 #include "util/util.h"
 
 #define RXBUF 4096                 /* header staging */
 #define SERVER_RING 128            /* replies queued per connection */
-#define MAX_SERVER_CONNS 4096
-#define HANDSHAKE_NS (10LL * 1000000000)
+#define HANDSHAKE_NS (10LL * 1000000000) /* initiator side */
 #define DEFAULT_MAX_MSG (1u << 20)
 #define RX_BUDGET (16u << 20)      /* bytes per wake-up, for fairness */
-#define SOCKBUF (8 << 20)
+#define SOCKBUF (8 << 20)          /* each way, authenticated connections */
+#define SOCKBUF_TOTAL (256ull << 20) /* bound on all SOCKBUF connections */
 /* A peer host that vanishes is noticed by the kernel: unacknowledged data
  * for USER_TIMEOUT, or an idle connection failing keepalive probes. */
 #define USER_TIMEOUT_MS 30000
@@ -32,13 +35,24 @@
 #define KEEPINTVL_S 5
 #define KEEPCNT 3
 #define IOV_BATCH 64
+#define ACCEPT_BATCH 32            /* connections accepted per wake-up */
+#define TICK_NS (100 * 1000000LL)  /* resolution of the tcp timers */
+#define HS_RETRIES 8               /* handshakes reset by a flooded target */
+
+/* What the target allows (limits.c; defaults there, options override). */
+struct tcp_limits {
+	unsigned conns;          /* authenticated connections, all peers */
+	unsigned handshakes;     /* connections still in the handshake */
+	unsigned addr_conns;     /* authenticated, from one remote address */
+	unsigned addr_handshakes;/* in the handshake, from one remote address */
+	int64_t handshake_ns;    /* time a connection has to authenticate */
+	int64_t idle_ns;         /* authenticated, nothing in flight: closed
+	                          * after this long (0 = never) */
+};
 
 enum hs_state {
 	HS_CONNECTING, /* client: connect() in progress */
-	HS_WAIT2,      /* client: sent 1, waiting for 2 */
-	HS_WAIT4,      /* client: sent 3, waiting for 4 */
-	HS_WAIT1,      /* server: waiting for 1 */
-	HS_WAIT3,      /* server: sent 2, waiting for 3 */
+	HS_SETUP,      /* in the connection setup (c->setup) */
 	HS_READY,
 	HS_DEAD,
 };
@@ -64,10 +78,12 @@ struct conn {
 	struct conn *next;
 	int hs;
 	int64_t hs_deadline;
-	uint8_t hs_buf[RMA_TCP_HELLO_SIZE];
-	size_t hs_have;
-	uint64_t nonce;
+	struct rma__setup *setup; /* while in HS_SETUP */
 	uint32_t events;
+	uint8_t raddr[16];     /* target: remote address (IPv4 mapped) */
+	int64_t last_active;   /* target: last byte in or out, ns */
+	struct conn *hs_newer, *hs_older; /* target: in the handshake, by age */
+	bool bigbuf;           /* holds SOCKBUF buffers */
 
 	/* rx */
 	uint8_t rx[RXBUF];
@@ -93,6 +109,7 @@ struct tcp_peer {
 	struct tcp_peer *next;   /* the transport's peers */
 	struct conn *conns;
 	unsigned nlive;
+	unsigned retries;        /* handshakes reset by the target in a row */
 	uint64_t expect_id;
 	struct sockaddr_storage sa;
 	socklen_t salen;
@@ -110,28 +127,56 @@ struct tcp_tr {
 	uint8_t key[16];         /* from the shared secret */
 	struct conn *served;     /* accepted connections */
 	struct tcp_peer *peers;  /* connections we started, by peer */
-	unsigned nserved;
-	int64_t next_timer;
+	unsigned nserved;        /* all accepted */
+	unsigned nhandshakes;    /* accepted, still in the handshake: */
+	struct conn *hs_newest, *hs_oldest;
+	struct tcp_limits lim;
+	struct rma__refusals refusals;
+	uint64_t bigbuf_total;   /* SOCKBUF bytes granted, both ways */
+	struct rma__timer tick;  /* limits.c: handshake and idle timers */
+	bool listen_paused;      /* out of fds: the listener waits a tick */
 	uint8_t discard[64 << 10];
 };
 
 /* addr.c */
 int rma__tcp_parse_hostport(const char *s, struct sockaddr_storage *sa,
 			    socklen_t *len);
-void rma__tcp_pick_reachable(struct sockaddr_storage *sa);
+/* What peers should connect to, for a socket bound to `bound`: `advertise`
+ * (a host, the bound port) if given; for a wildcard bind, the best address
+ * of an up, non-loopback interface, the default route's first (logged);
+ * else the bound address itself. */
+int rma__tcp_advertised(const struct sockaddr_storage *bound,
+			const char *advertise, struct sockaddr_storage *out);
 size_t rma__tcp_blob_from_sa(const struct sockaddr_storage *sa, uint8_t *b);
 int rma__tcp_sa_from_blob(const uint8_t *b, size_t n,
 			  struct sockaddr_storage *sa, socklen_t *len);
 void rma__tcp_tune_socket(int fd);
 
 /* handshake.c */
-/* The proof key both sides derive from the shared secret (NULL = none). */
-void rma__tcp_secret_key(const char *secret, uint8_t key[16]);
-/* A side's ('S' or 'C') proof over the other side's nonce. */
-void rma__tcp_proof(const uint8_t key[16], char side, uint64_t nonce,
-		    uint8_t out[16]);
-void rma__tcp_hs_rx(struct conn *c);
+int rma__tcp_hs_begin(struct conn *c);
+void rma__tcp_hs_run(struct conn *c);
 void rma__tcp_connected(struct conn *c);
+
+/* limits.c */
+/* Defaults, or the instance's options (tcp_options in tcp.c); -EINVAL. */
+int rma__tcp_limits_init(struct tcp_limits *l, const struct rma__topts *o);
+/* A connection was accepted from raddr: make room among the handshakes
+ * (evicting the oldest, silent ones first) before it is added; NULL: out
+ * of fds, evict one anyway. */
+void rma__tcp_admit(struct tcp_tr *tt, const uint8_t raddr[16]);
+/* c proved the secret: apply the connection caps (evicting the idlest or
+ * refusing c) and grant large buffers within their bound. */
+void rma__tcp_authenticated(struct conn *c);
+/* The target's connections in the handshake, oldest first. */
+void rma__tcp_hs_link(struct tcp_tr *tt, struct conn *c);
+void rma__tcp_hs_unlink(struct tcp_tr *tt, struct conn *c);
+/* Timers (handshakes too slow, idle connections, the refusal log) tick
+ * every TICK_NS while there is a connection or a refusal to report. */
+void rma__tcp_timer_start(struct tcp_tr *tt);
+void rma__tcp_raddr(const struct sockaddr_storage *sa, uint8_t out[16]);
+
+/* tcp.c */
+int rma__tcp_conn_start(struct tcp_peer *p);
 
 /* conn.c */
 struct conn *rma__tcp_conn_new(struct tcp_tr *tt, int fd, unsigned cap);

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "transport/setup.h"
 #include "transport/tcp/wire.h"
 #include "util/util.h"
 
@@ -45,35 +46,33 @@ int rma__tcp_hdr_decode(const uint8_t *b, size_t n, uint64_t max_len,
 	return 0;
 }
 
+/* tcp's hello is the shared setup message (transport/setup.h) with kind 0,
+ * no blob, and the word carrying the maximum message size. */
 void rma__tcp_hello_encode(const struct rma_tcp_hello *h, uint8_t *b)
 {
-	memset(b, 0, RMA_TCP_HELLO_SIZE);
-	rma__put_le32(b, RMA_TCP_MAGIC);
-	rma__put_le16(b + 4, RMA_TCP_VERSION);
-	b[6] = h->step;
-	rma__put_le32(b + 8, (uint32_t)h->status);
-	rma__put_le64(b + 16, h->engine_id);
-	rma__put_le64(b + 24, h->max_msg);
-	rma__put_le64(b + 32, h->nonce);
-	memcpy(b + 40, h->proof, 16);
+	struct rma__setup_msg m = {
+		.step = h->step,
+		.status = h->status,
+		.engine_id = h->engine_id,
+		.word = h->max_msg,
+		.nonce = h->nonce,
+	};
+	memcpy(m.proof, h->proof, 16);
+	rma__setup_msg_encode(&m, b);
 }
 
 int rma__tcp_hello_decode(const uint8_t *b, size_t n, struct rma_tcp_hello *out)
 {
-	struct rma_tcp_hello h;
+	struct rma__setup_msg m;
 
-	if (n < RMA_TCP_HELLO_SIZE || rma__le32(b) != RMA_TCP_MAGIC ||
-	    rma__le16(b + 4) != RMA_TCP_VERSION || b[6] < 1 || b[6] > 4 ||
-	    b[7] || rma__le32(b + 12) || rma__le64(b + 56))
+	if (rma__setup_msg_decode(b, n, &m) || m.kind != RMA_TCP_SETUP_KIND ||
+	    m.blob_len)
 		return -EPROTO;
-	h.step = b[6];
-	h.status = (int32_t)rma__le32(b + 8);
-	h.engine_id = rma__le64(b + 16);
-	h.max_msg = rma__le64(b + 24);
-	h.nonce = rma__le64(b + 32);
-	memcpy(h.proof, b + 40, 16);
-	if (h.status > 0 || h.status < -4095)
-		return -EPROTO;
-	*out = h;
+	out->step = m.step;
+	out->status = m.status;
+	out->engine_id = m.engine_id;
+	out->max_msg = m.word;
+	out->nonce = m.nonce;
+	memcpy(out->proof, m.proof, 16);
 	return 0;
 }

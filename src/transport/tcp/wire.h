@@ -43,16 +43,19 @@ void rma__tcp_hdr_encode(const struct rma_tcp_hdr *h, uint8_t *buf);
 int rma__tcp_hdr_decode(const uint8_t *buf, size_t n, uint64_t max_len,
 			struct rma_tcp_hdr *h);
 
-/* Handshake message, 64 bytes, four of them per connection:
+/* Handshake message, 64 bytes, four of them per connection: the shared
+ * connection setup (transport/setup.h) with kind 0 and no blob, its word
+ * carrying the maximum message size.
  *   1 C->S: engine id, client nonce
  *   2 S->C: engine id, max message size, server nonce, server proof
  *   3 C->S: client proof
  *   4 S->C: status (0, or -EACCES when the proof is wrong)
- * Layout: u32 magic | u16 version | u8 step | u8 0 | i32 status | u32 0 |
+ * Layout: u32 magic | u16 version | u8 step | u8 kind 0 | i32 status | u32 0 |
  *   u64 engine_id | u64 max_msg | u64 nonce | u8 proof[16] | u64 0
  * A proof is a keyed hash (SipHash-2-4, key derived from the shared secret)
  * of the other side's nonce, so the secret itself never crosses the wire. */
 #define RMA_TCP_HELLO_SIZE 64
+#define RMA_TCP_SETUP_KIND 0
 
 struct rma_tcp_hello {
 	uint8_t step; /* 1..4 */

@@ -24,17 +24,7 @@
 #include "transport/tcp/tcp.h"
 #include "transport/verbs/verbs.h"
 
-#if __has_include("transport/setup.h")
-#define VB_HAVE_SETUP 1
 #include "transport/setup.h"
-#else
-/* STUB: the shared connection-setup module (src/transport/setup.h) is not
- * in this tree yet.  Without it there is no authenticated QP exchange, so
- * the initiator refuses to connect (-ENOSYS) and the target closes every
- * control connection.  Everything else (device, memory, grants,
- * advertisements, posting, completions) is built and tested regardless. */
-#define VB_HAVE_SETUP 0
-#endif
 
 enum {
 	CTL_CONNECTING, /* initiator: connect() in progress */
@@ -53,19 +43,8 @@ struct vb_ctl {
 	struct rma__vqp qp;     /* target: the mirror QP */
 	bool has_qp;
 	struct rma__vqp_info peer_info;
-#if VB_HAVE_SETUP
 	struct rma__setup s;
-#endif
 };
-
-void rma__setup_key_or_stub(const char *secret, uint8_t key[16])
-{
-#if VB_HAVE_SETUP
-	rma__setup_key(secret, key);
-#else
-	memset(key, 0, 16);
-#endif
-}
 
 static void ctl_release(struct rma__watch *w)
 {
@@ -111,7 +90,6 @@ static void ctl_fail(struct vb_ctl *c, int err)
 	rma__verbs_ctl_close(c);
 }
 
-#if VB_HAVE_SETUP
 static int setup_start(struct vb_ctl *c, bool server, const struct rma__vqp *q)
 {
 	struct vb_tr *vt = c->vt;
@@ -151,7 +129,6 @@ static int setup_done(struct vb_ctl *c)
 	c->step = CTL_UP;
 	return rma__watch_mod(c->vt->e, &c->w, EPOLLIN);
 }
-#endif
 
 static void ctl_cb(struct rma__watch *w, uint32_t events)
 {
@@ -166,17 +143,12 @@ static void ctl_cb(struct rma__watch *w, uint32_t events)
 			ctl_fail(c, -soerr);
 			return;
 		}
-#if VB_HAVE_SETUP
 		rc = setup_start(c, false, &c->peer->qp);
-#else
-		rc = -ENOSYS;
-#endif
 		if (rc) {
 			ctl_fail(c, rc);
 			return;
 		}
 	}
-#if VB_HAVE_SETUP
 	if (c->step == CTL_SETUP) {
 		rc = rma__setup_run(&c->s);
 		if (rc == -EINPROGRESS) {
@@ -194,7 +166,6 @@ static void ctl_cb(struct rma__watch *w, uint32_t events)
 		}
 		return;
 	}
-#endif
 	if (c->step == CTL_WAIT_UP) {
 		uint8_t b;
 		ssize_t n = recv(w->fd, &b, 1, 0);
@@ -218,7 +189,7 @@ static void ctl_cb(struct rma__watch *w, uint32_t events)
 	}
 }
 
-static __attribute__((unused)) struct vb_ctl *ctl_new(struct vb_tr *vt, int fd)
+static struct vb_ctl *ctl_new(struct vb_tr *vt, int fd)
 {
 	struct vb_ctl *c = calloc(1, sizeof *c);
 	if (!c)
@@ -238,9 +209,6 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 		if (fd < 0)
 			return;
 		rma__tcp_tune_socket(fd); /* no Nagle wait on the last byte */
-#if !VB_HAVE_SETUP
-		close(fd); /* STUB: no setup module, no QP exchange */
-#else
 		struct vb_tr *vt = container_of(w, struct vb_tr, lw);
 		struct vb_ctl *c = ctl_new(vt, fd);
 		if (!c) {
@@ -262,13 +230,12 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 		}
 		c->next = vt->served;
 		vt->served = c;
-#endif
 	}
 }
 
-int rma__verbs_ctl_listen(struct vb_tr *vt, const char *at)
+int rma__verbs_ctl_listen(struct vb_tr *vt, const char *at, const char *advertise)
 {
-	struct sockaddr_storage sa;
+	struct sockaddr_storage sa, adv;
 	socklen_t len;
 	int fd, one = 1, rc;
 
@@ -291,8 +258,12 @@ int rma__verbs_ctl_listen(struct vb_tr *vt, const char *at)
 	}
 	len = sizeof sa;
 	getsockname(fd, (struct sockaddr *)&sa, &len);
-	rma__tcp_pick_reachable(&sa);
-	vt->addr_len = rma__tcp_blob_from_sa(&sa, vt->addr);
+	rc = rma__tcp_advertised(&sa, advertise, &adv);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	vt->addr_len = rma__tcp_blob_from_sa(&adv, vt->addr);
 	vt->lw.fd = fd;
 	vt->lw.cb = accept_cb;
 	rc = rma__watch_add(vt->e, &vt->lw, EPOLLIN);
@@ -303,15 +274,6 @@ int rma__verbs_ctl_listen(struct vb_tr *vt, const char *at)
 
 int rma__verbs_ctl_connect(struct vb_peer *p)
 {
-#if !VB_HAVE_SETUP
-	static bool said;
-	if (!said) {
-		said = true;
-		rma__warn("verbs: built without the connection-setup module: "
-			  "cannot connect to peers");
-	}
-	return -ENOSYS;
-#else
 	struct vb_tr *vt = p->vt;
 	struct vb_ctl *c;
 	int fd, rc;
@@ -340,7 +302,6 @@ int rma__verbs_ctl_connect(struct vb_peer *p)
 	}
 	p->ctl = c;
 	return 0;
-#endif
 }
 
 /* Handshakes that never finish lose their connection. */

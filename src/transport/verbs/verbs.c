@@ -25,6 +25,7 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "transport/setup.h"
 #include "transport/tcp/tcp.h"
 #include "transport/verbs/cuda.h"
 #include "transport/verbs/ibv.h"
@@ -352,6 +353,7 @@ static const struct rma__topt_desc vb_options[] = {
 	{"port", "port (first active)"},
 	{"gid", "GID index (first RoCE v2; none on IB)"},
 	{"listen", "HOST:PORT of the control connection (rma_config.listen)"},
+	{"advertise", "HOST peers reach it at (rma_config.advertise)"},
 	{"mtu", "path MTU bytes (4096, port-capped)"},
 	{"sq_depth", "send-queue depth (512)"},
 	{"max_msg", "bytes per WR (1 GiB)"},
@@ -442,6 +444,7 @@ static int vb_init(struct rma_engine *e, const struct rma__topts *o,
 {
 	const struct rma__engine_params *ep = rma__engine_params(e);
 	const char *listen_at = rma__topt(o, "listen");
+	const char *advertise = rma__topt(o, "advertise");
 	struct vb_sel sel;
 	struct vb_tr *vt;
 	char why[160];
@@ -498,8 +501,9 @@ static int vb_init(struct rma_engine *e, const struct rma__topts *o,
 	rc = rma__watch_add(e, &vt->cw, EPOLLIN);
 	if (rc)
 		goto fail_cq;
-	rma__setup_key_or_stub(ep->secret, vt->key);
-	rc = rma__verbs_ctl_listen(vt, listen_at ? listen_at : ep->listen);
+	rma__setup_key(ep->secret, vt->key);
+	rc = rma__verbs_ctl_listen(vt, listen_at ? listen_at : ep->listen,
+				   advertise ? advertise : ep->advertise);
 	if (rc)
 		goto fail_watch;
 	vt->base.level = RMA_LEVEL_NIC;

@@ -75,13 +75,11 @@ struct vb_peer {
 };
 
 /* ctl.c */
-int rma__verbs_ctl_listen(struct vb_tr *vt, const char *at);
+int rma__verbs_ctl_listen(struct vb_tr *vt, const char *at, const char *advertise);
 int rma__verbs_ctl_connect(struct vb_peer *p);
 void rma__verbs_ctl_close(struct vb_ctl *c);
 void rma__verbs_ctl_fini(struct vb_tr *vt);
 void rma__verbs_ctl_tick(struct vb_tr *vt, int64_t now);
-/* The setup proof key (zeros where the setup module is not built). */
-void rma__setup_key_or_stub(const char *secret, uint8_t key[16]);
 /* verbs.c, for ctl.c */
 int rma__verbs_new_qp(struct vb_tr *vt, struct rma__vqp *q);
 void rma__verbs_peer_up(struct vb_peer *p, const struct rma__vqp_info *info);

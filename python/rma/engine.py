@@ -1,0 +1,444 @@
+"""Engines, registered buffers and remotes."""
+from __future__ import annotations
+
+import ctypes
+import enum
+import errno as _errno
+import math
+import threading
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
+
+from . import _lib
+from ._lib import lib
+from .errors import BatchError, RmaError, check, error
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .batch import Batch
+    from ._aio import Dispatcher
+
+#: Anything with the buffer protocol: bytearray, memoryview, mmap.mmap,
+#: array.array, a C-contiguous numpy array.
+BufferLike = Any
+
+#: Pass as a timeout for "no deadline".
+NO_DEADLINE = math.inf
+
+
+class Access(enum.IntFlag):
+    """Remote access granted on a buffer or an advertisement."""
+
+    NONE = 0   #: local use only (or, in advertise(): the buffer's own access)
+    READ = _lib.RMA_ACCESS_REMOTE_READ    #: peers may read (get) from it
+    WRITE = _lib.RMA_ACCESS_REMOTE_WRITE  #: peers may write (put) into it
+    RW = READ | WRITE
+
+
+AccessLike = Union[Access, int, str]
+
+
+def _access(a: AccessLike) -> int:
+    """Access flags from an Access, an int or one of "", "r", "w", "rw"."""
+    if isinstance(a, str):
+        table = {"": 0, "r": Access.READ, "w": Access.WRITE, "rw": Access.RW, "wr": Access.RW}
+        if a not in table:
+            raise ValueError(f"access {a!r}: use 'r', 'w' or 'rw'")
+        return int(table[a])
+    return int(a)
+
+
+def timeout_ms(timeout: Optional[float]) -> int:
+    """Seconds (None: the engine's default; math.inf: none) to rma's ms."""
+    if timeout is None:
+        return 0
+    if timeout == math.inf:
+        return _lib.RMA_NONE
+    if not timeout > 0:
+        raise ValueError(f"timeout must be > 0 seconds, None or math.inf, not {timeout!r}")
+    # Round up: a short timeout must not become 0, which means "default".
+    return min(max(1, math.ceil(timeout * 1000)), 2**31 - 1)
+
+
+def _export(obj: BufferLike, what: str) -> Tuple[ctypes.Array, int]:
+    """Export obj's memory without copying; returns (holder, nbytes).
+
+    The holder keeps a writable export of obj open: while it lives obj
+    cannot be resized or closed (bytearray, mmap raise BufferError), so the
+    address stays valid.
+    """
+    mv = memoryview(obj)
+    if mv.readonly:
+        raise TypeError(f"{what} needs a writable buffer, not read-only {type(obj).__name__}")
+    if not mv.c_contiguous:
+        raise TypeError(f"{what} needs contiguous memory")
+    n = mv.nbytes
+    mv.release()
+    holder = (ctypes.c_char * n).from_buffer(obj)
+    return holder, n
+
+
+class Buffer:
+    """Memory registered with an :class:`Engine` (see :meth:`Engine.register`).
+
+    The buffer keeps the registered object alive, and the engine keeps the
+    buffer, until :meth:`release` or the engine closes, even if the caller
+    drops every reference: peers holding an advertisement may still write.
+    """
+
+    def __init__(self, engine: "Engine", obj: BufferLike, access: int) -> None:
+        self._holder, self.nbytes = _export(obj, "register()")
+        self.obj = obj
+        self.engine = engine
+        self.access = Access(access)
+        region = ctypes.c_void_p()
+        check(lib.rma_region_register(engine._handle(), ctypes.addressof(self._holder),
+                                      self.nbytes, access, ctypes.byref(region)),
+              f"registering {self.nbytes} bytes")
+        self._region: Optional[int] = region.value
+
+    @property
+    def registered(self) -> bool:
+        """Whether the memory is still registered."""
+        return self._region is not None
+
+    def __len__(self) -> int:
+        return self.nbytes
+
+    def __repr__(self) -> str:
+        state = "registered" if self.registered else "released"
+        return f"<rma.Buffer {self.nbytes} bytes {self.access!s} {state}>"
+
+    def _handle(self) -> int:
+        if self._region is None:
+            raise error(_errno.EINVAL, "the buffer was released")
+        return self._region
+
+    def advertise(self, offset: int = 0, length: int = 0, access: AccessLike = 0) -> str:
+        """Advertise [offset, offset+length) (length 0: to the end) and return
+        the token (one word of ``[A-Za-z0-9_-]``) that peers pass to
+        :meth:`Engine.remote`.  ``access`` (0: the buffer's) may only narrow
+        the buffer's access.  Raises :class:`RmaError` (``ERANGE``: window
+        outside the buffer; ``EACCES``: access wider than the buffer's)."""
+        if offset < 0 or length < 0:
+            raise error(_errno.ERANGE, "negative offset or length")
+        text = ctypes.create_string_buffer(_lib.RMA_ADVERTISEMENT_TEXT_MAX)
+        check(lib.rma_advertise_text(self._handle(), offset, length, _access(access),
+                                     text, len(text)), "advertising")
+        return text.value.decode()
+
+    def release(self) -> None:
+        """Revoke every advertisement of the buffer and unregister it.  When
+        it returns no peer reads or writes the memory any more, and the
+        object may be resized, closed or freed.  Calling it again is a no-op."""
+        if self._region is None:
+            return
+        region, self._region = self._region, None
+        if self.engine._ptr is not None:
+            lib.rma_region_release(region)
+        self.engine._forget(self)
+        self._holder = None  # type: ignore[assignment]  # ends the export
+        self.obj = None
+
+    def _dropped(self) -> None:
+        """The engine freed the region (engine close)."""
+        self._region = None
+        self._holder = None  # type: ignore[assignment]
+        self.obj = None
+
+    def __enter__(self) -> "Buffer":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+class Local:
+    """The local side of an op: a registered Buffer, or an object registered
+    for the op's duration (copied first when it is read-only and only read)."""
+
+    def __init__(self, engine: "Engine", obj: Union[Buffer, BufferLike], writes: bool) -> None:
+        self.temp: Optional[Buffer] = None
+        if isinstance(obj, Buffer):
+            if obj.engine is not engine:
+                raise ValueError("the buffer is registered with another engine")
+            self.buffer = obj
+        else:
+            if not writes and memoryview(obj).readonly:
+                obj = bytearray(obj)  # a put only reads it: a copy will do
+            what = "reading into it" if writes else "writing from it"
+            try:
+                self.temp = Buffer(engine, obj, 0)
+            except TypeError as e:
+                raise TypeError(f"{what}: {e}") from None
+            self.buffer = self.temp
+        self.region = self.buffer._handle()
+        self.nbytes = self.buffer.nbytes
+
+    def close(self) -> None:
+        if self.temp is not None:
+            t, self.temp = self.temp, None
+            t.release()
+
+
+class RouteInfo(NamedTuple):
+    """How an engine reaches a remote's owner (see :attr:`Remote.route`)."""
+
+    transport: str
+    level: int
+    state: int
+    error: int
+    why: str
+
+
+class Remote:
+    """A decoded advertisement, used through the engine that parsed it."""
+
+    def __init__(self, engine: "Engine", token: Union[str, bytes]) -> None:
+        if isinstance(token, str):
+            token = token.strip().encode()
+        ptr = ctypes.c_void_p()
+        check(lib.rma_remote_parse(token, ctypes.byref(ptr)), "parsing the advertisement")
+        self._ptr: Optional[int] = ptr.value
+        self.engine = engine
+        self.token = token.decode()
+        #: bytes in the advertised window
+        self.length: int = lib.rma_remote_length(self._ptr)
+        #: what the advertisement allows
+        self.access = Access(lib.rma_remote_access(self._ptr))
+
+    def __repr__(self) -> str:
+        return f"<rma.Remote {self.length} bytes {self.access!s}>"
+
+    def __len__(self) -> int:
+        return self.length
+
+    def _handle(self) -> int:
+        if self._ptr is None:
+            raise error(_errno.EINVAL, "the remote was closed")
+        return self._ptr
+
+    def close(self) -> None:
+        """Free the decoded advertisement (ops in flight keep what they need)."""
+        if self._ptr is not None:
+            lib.rma_remote_free(self._ptr)
+            self._ptr = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def connect(self, timeout: Optional[float] = None) -> None:
+        """Connect to the owner now rather than at the first op."""
+        check(lib.rma_peer_connect(self.engine._handle(), self._handle(), timeout_ms(timeout)),
+              "connecting")
+
+    def disconnect(self, timeout: Optional[float] = None) -> None:
+        """Wait up to timeout for ops to the owner, cancel the rest, drop the
+        connections (a later op connects again)."""
+        rc = lib.rma_peer_remove(self.engine._handle(), self._handle(), timeout_ms(timeout))
+        if rc != -_errno.ENOENT:
+            check(rc, "disconnecting")
+
+    @property
+    def route(self) -> RouteInfo:
+        """The transport and connection state ops to the owner use now."""
+        info = _lib.RmaRouteInfo()
+        check(lib.rma_peer_route(self.engine._handle(), self._handle(), ctypes.byref(info)),
+              "routing")
+        return RouteInfo((info.transport or b"").decode(), info.level, info.state,
+                         info.error, info.why.decode(errors="replace"))
+
+    def read_into(self, local: Union[Buffer, BufferLike], timeout: Optional[float] = None) -> int:
+        """Read the whole advertised window into the start of ``local`` and
+        return the bytes moved.  ``local`` must be at least as big as the
+        window (else ``EMSGSIZE``); it is a registered :class:`Buffer` or any
+        writable buffer-protocol object (registered for the call)."""
+        loc = Local(self.engine, local, writes=True)
+        try:
+            return check(lib.rma_read_into(self.engine._handle(), loc.region, self._handle(),
+                                           timeout_ms(timeout)),
+                         f"reading {self.length} bytes into {loc.nbytes}")
+        finally:
+            loc.close()
+
+    def write_from(self, local: Union[Buffer, BufferLike], timeout: Optional[float] = None) -> int:
+        """Write the whole of ``local`` into the start of the advertised
+        window and return the bytes moved.  The window must be at least as
+        big (else ``EMSGSIZE``).  ``local`` may be read-only (it is then
+        copied)."""
+        loc = Local(self.engine, local, writes=False)
+        try:
+            return check(lib.rma_write_from(self.engine._handle(), loc.region, self._handle(),
+                                            timeout_ms(timeout)),
+                         f"writing {loc.nbytes} bytes into {self.length}")
+        finally:
+            loc.close()
+
+    async def read_into_async(self, local: Union[Buffer, BufferLike],
+                              timeout: Optional[float] = None) -> int:
+        """:meth:`read_into` for asyncio: waits on the engine's completion fd."""
+        from .batch import Batch
+        b = Batch(self.engine)
+        b.read_into(self, local, length=self.length, _whole=True)
+        try:
+            return (await b.submit_async(timeout))[0]
+        except BatchError as e:
+            raise error(e.errno, "reading") from None
+
+    async def write_from_async(self, local: Union[Buffer, BufferLike],
+                               timeout: Optional[float] = None) -> int:
+        """:meth:`write_from` for asyncio: waits on the engine's completion fd."""
+        from .batch import Batch
+        b = Batch(self.engine)
+        b.write_from(self, local, _whole=True)
+        try:
+            return (await b.submit_async(timeout))[0]
+        except BatchError as e:
+            raise error(e.errno, "writing") from None
+
+
+class Engine:
+    """An rma engine: it registers memory, serves it to peers, and moves
+    bytes to and from remotes.  Use it as a context manager, or call
+    :meth:`close`.
+
+    ``transports``: a spec string ("tcp", "tcp:listen=0.0.0.0:7000") or a
+    list of them (None: every available one).  ``listen``: "HOST:PORT" the
+    tcp listener binds (None: 127.0.0.1 on any port).  ``advertise``: the
+    host peers should connect to (None: the listen address, or for 0.0.0.0
+    and [::] the default route's interface).  ``secret``: shared
+    secret peers must prove (str or bytes; None: ``RMA_SECRET`` or none).
+    ``timeout``: default op deadline in seconds.  ``RMA_*`` environment
+    variables override these, as for every rma program.
+    """
+
+    def __init__(self, transports: Union[None, str, Iterable[str]] = None,
+                 listen: Optional[str] = None, secret: Union[None, str, bytes] = None,
+                 *, timeout: Optional[float] = None, stripes: int = 0,
+                 queue_depth: int = 0, cq_depth: int = 0, max_msg_size: int = 0,
+                 manual_progress: bool = False,
+                 advertise: Optional[str] = None) -> None:
+        self._ptr: Optional[int] = None
+        self._lock = threading.Lock()
+        self._buffers: Set[Buffer] = set()
+        self._aio: Optional["Dispatcher"] = None
+        if transports is not None and not isinstance(transports, str):
+            transports = ",".join(transports)
+        if isinstance(secret, str):
+            secret = secret.encode()
+        if secret is not None and b"\0" in secret:
+            raise ValueError("the secret must not contain NUL bytes")
+        cfg = _lib.RmaConfig()  # zeroed: every field its default
+        cfg.size = ctypes.sizeof(_lib.RmaConfig)
+        cfg.transports = transports.encode() if transports else None
+        cfg.listen = listen.encode() if listen else None
+        cfg.advertise = advertise.encode() if advertise else None
+        cfg.secret = secret or None
+        cfg.flags = _lib.RMA_ENGINE_MANUAL_PROGRESS if manual_progress else 0
+        cfg.queue_depth = queue_depth
+        cfg.cq_depth = cq_depth
+        cfg.stripes = stripes
+        cfg.max_msg_size = max_msg_size
+        cfg.timeout_ms = timeout_ms(timeout)
+        self.manual_progress = manual_progress
+        ptr = ctypes.c_void_p()
+        check(lib.rma_engine_create(ctypes.byref(cfg), ctypes.byref(ptr)), "creating the engine")
+        self._ptr = ptr.value
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"<rma.Engine {'closed' if self._ptr is None else 'open'}>"
+
+    def _handle(self) -> int:
+        if self._ptr is None:
+            raise error(_errno.ESHUTDOWN, "the engine is closed")
+        return self._ptr
+
+    @property
+    def closed(self) -> bool:
+        return self._ptr is None
+
+    def close(self, drain: float = 0) -> None:
+        """Cancel what is in flight (after up to ``drain`` seconds), release
+        every buffer and free the engine.  No other call on the engine may be
+        running.  Calling it again is a no-op."""
+        if self._ptr is None:
+            return
+        lib.rma_engine_shutdown(self._ptr, int(drain * 1000))
+        if self._aio is not None:
+            self._aio.close()  # delivers the cancelled ops' completions
+            self._aio = None
+        lib.rma_engine_destroy(self._ptr)
+        self._ptr = None
+        with self._lock:
+            buffers, self._buffers = self._buffers, set()
+        for b in buffers:
+            b._dropped()
+
+    def _forget(self, b: Buffer) -> None:
+        with self._lock:
+            self._buffers.discard(b)
+
+    def register(self, obj: BufferLike, access: AccessLike = Access.RW) -> Buffer:
+        """Register a writable, contiguous buffer-protocol object (bytearray,
+        memoryview, mmap, array.array, numpy array) without copying.  The
+        engine keeps it alive until :meth:`Buffer.release` or :meth:`close`.
+        ``access`` says what peers may do (default: read and write)."""
+        b = Buffer(self, obj, _access(access))
+        with self._lock:
+            self._buffers.add(b)
+        return b
+
+    @property
+    def buffers(self) -> List[Buffer]:
+        """The buffers registered now."""
+        with self._lock:
+            return list(self._buffers)
+
+    def remote(self, token: Union[str, bytes]) -> Remote:
+        """Decode a token from :meth:`Buffer.advertise` (``EBADMSG`` if it is
+        malformed)."""
+        self._handle()
+        return Remote(self, token)
+
+    def batch(self) -> "Batch":
+        """A new, empty :class:`~rma.Batch` of reads and writes."""
+        from .batch import Batch
+        return Batch(self)
+
+    def completion_fd(self) -> int:
+        """The engine's completion fd (readable when completions wait); owned
+        by the engine.  The asyncio methods wait on it."""
+        return check(lib.rma_completion_fd(self._handle()))
+
+    def progress(self, timeout: float = 0) -> int:
+        """Drive progress once (needed only with ``manual_progress``), waiting
+        up to ``timeout`` seconds for activity."""
+        return check(lib.rma_progress(self._handle(), int(timeout * 1000)))
+
+    def _dispatcher(self) -> "Dispatcher":
+        from ._aio import Dispatcher
+        import asyncio
+        loop = asyncio.get_running_loop()
+        if self._aio is None:
+            self._aio = Dispatcher(self, loop)
+        elif self._aio.loop is not loop:
+            # A loop that ended (asyncio.run returned) leaves nothing to wait
+            # for on it; a live one with ops pending keeps the engine.
+            if self._aio.pending and not self._aio.loop.is_closed():
+                raise RuntimeError("this engine has ops waiting in another event loop")
+            self._aio.close()
+            self._aio = Dispatcher(self, loop)
+        return self._aio
