@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "verbs_cmocka.h"
+
 #include "transport/verbs/cuda.h"
 
 #define GBASE 0x7e0000000000ull
@@ -190,7 +192,7 @@ static void test_not_device_memory(void **state)
 	assert_int_equal(pushes, 0);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_no_driver_loaded, setup),
@@ -199,5 +201,5 @@ int main(void)
 		cmocka_unit_test_setup(test_no_dmabuf_export, setup),
 		cmocka_unit_test_setup(test_not_device_memory, setup),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
+	return rma_verbs_run(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "verbs_cmocka.h"
+
 #include "transport/verbs/qp.h"
 
 /* ---- recorders ---- */
@@ -523,7 +525,7 @@ static void test_info_codec(void **state)
 	assert_int_equal(rma__vqp_info_decode(buf, sizeof buf, &b), -EBADMSG);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_create_attrs_and_refs, setup),
@@ -543,5 +545,5 @@ int main(void)
 		cmocka_unit_test_setup(test_drain_marker, setup),
 		cmocka_unit_test_setup(test_info_codec, setup),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
+	return rma_verbs_run(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

@@ -23,6 +23,8 @@
 
 #include <cmocka.h>
 
+#include "verbs_cmocka.h"
+
 #include "transport/verbs/ibv.h"
 #include "transport/verbs/verbs.h"
 
@@ -748,7 +750,7 @@ static void test_ctl_wrong_secret(void **state)
 	rma__verbs_ops.fini(b);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_probe_no_kernel),
@@ -766,5 +768,5 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ctl_wrong_engine, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_wrong_secret, setup, teardown),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL) ? 1 : 0;
+	return rma_verbs_run(tests, sizeof tests / sizeof tests[0], argc, argv);
 }
