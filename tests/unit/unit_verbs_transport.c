@@ -332,7 +332,7 @@ int __wrap_ibv_query_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int m,
 }
 
 /* Posted WRs, in order: only the signalled ones ever complete. */
-static struct { uint64_t wr_id; bool sig; enum ibv_wr_opcode op; uint32_t rkey, lkey; } sq[MAXQ];
+static struct { uint64_t wr_id; bool sig; enum ibv_wr_opcode op; uint32_t rkey, lkey, qpn; } sq[MAXQ];
 static int sq_head, sq_tail, posts;
 int __wrap_rma__ibv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 			      struct ibv_send_wr **bad)
@@ -343,6 +343,7 @@ int __wrap_rma__ibv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 		sq[sq_tail % MAXQ].op = wr->opcode;
 		sq[sq_tail % MAXQ].rkey = wr->wr.rdma.rkey;
 		sq[sq_tail % MAXQ].lkey = wr->num_sge ? wr->sg_list[0].lkey : 0;
+		sq[sq_tail % MAXQ].qpn = qp->qp_num;
 		sq_tail++;
 		posts++;
 	}
@@ -372,7 +373,7 @@ int __wrap_rma__ibv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 		memset(&wc[k], 0, sizeof wc[k]);
 		wc[k].wr_id = sq[sq_head % MAXQ].wr_id;
 		wc[k].status = st;
-		wc[k].qp_num = cur_qp->qp_num;
+		wc[k].qp_num = sq[sq_head % MAXQ].qpn;
 		if (st != IBV_WC_SUCCESS && st != IBV_WC_WR_FLUSH_ERR)
 			qp_in_err = 1; /* what RC hardware does */
 		sq_head++;
@@ -719,6 +720,52 @@ static void test_ctl_handshake(void **state)
 	rma__verbs_ops.fini(b);
 }
 
+/* A WR error with the control connection up: the QP is drained, replaced
+ * in place (a new mirror on the target too), and the peer is ready again
+ * without ever being reported failed, so queued ops just wait. */
+static void test_ctl_replaces_errored_qp(void **state)
+{
+	struct rma__transport *b = NULL;
+	struct vb_peer *p;
+	int rc, before;
+	uint32_t old_qpn;
+
+	assert_int_equal(rma__verbs_ops.init(NULL, NULL, &b), 0);
+	p = connect_to(b, 42, &rc);
+	assert_int_equal(p->base.state, RMA__PEER_READY);
+	old_qpn = p->qp.qp->qp_num;
+	assert_int_equal(post(p, 1, RMA_OP_PUT, 8), 0);
+	assert_int_equal(post(p, 2, RMA_OP_GET, 8), 0);
+	script[script_n++] = IBV_WC_REM_ACCESS_ERR;
+	before = qp_creates;
+	rma__verbs_ops.progress(t);
+	rma__verbs_ops.progress(t);
+	assert_int_equal(ndone, 2);
+	assert_int_equal(done[0].res, -EACCES);
+	assert_int_equal(done[1].res, -ECONNRESET);
+	/* Drained, and a new QP is being connected. */
+	assert_int_equal(p->base.state, RMA__PEER_CONNECTING);
+	assert_int_equal(qp_creates, before + 1);
+	for (int i = 0; i < 200 && p->base.state != RMA__PEER_READY; i++)
+		pump(10);
+	assert_int_equal(p->base.state, RMA__PEER_READY);
+	assert_int_equal(failed_calls, 0);
+	/* The target made a new mirror against the new QP. */
+	assert_int_equal(qp_creates, before + 2);
+	assert_int_not_equal(p->qp.qp->qp_num, old_qpn);
+	assert_int_equal(rtr_of[before + 1].dest_qp_num, p->qp.qp->qp_num);
+	assert_true(rts_of[before]);
+	/* Later ops go out on it and complete. */
+	assert_int_equal(post(p, 3, RMA_OP_PUT, 8), 0);
+	script[script_n++] = IBV_WC_SUCCESS;
+	rma__verbs_ops.progress(t);
+	assert_int_equal(ndone, 3);
+	assert_int_equal(done[2].op_id, 3);
+	assert_int_equal(done[2].res, 0);
+	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
+	rma__verbs_ops.fini(b);
+}
+
 static void test_ctl_wrong_engine(void **state)
 {
 	struct rma__transport *b = NULL;
@@ -765,6 +812,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_arm_polls_after_notify, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_disconnect_waits_for_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_handshake, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ctl_replaces_errored_qp, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_wrong_engine, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_wrong_secret, setup, teardown),
 	};

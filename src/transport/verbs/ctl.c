@@ -13,6 +13,12 @@
  * take packets.  The connection stays open: its end tells each side the
  * other has gone (the initiator drains and fails the peer; the target
  * destroys the mirror).
+ *
+ * A QP that went to the error state is replaced over the same connection,
+ * once drained: the initiator sends 'R' and its new QP's info, the target
+ * replaces its mirror and answers 'R' and the new mirror's info.  Ops
+ * queued meanwhile wait (the peer is connecting again), so one bad op
+ * fails only itself and what was in flight beside it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -31,7 +37,10 @@ enum {
 	CTL_SETUP,      /* the handshake */
 	CTL_WAIT_UP,    /* initiator: waiting for the target's byte */
 	CTL_UP,
+	CTL_RESET,      /* initiator: a new QP's info sent, waiting for 'R' */
 };
+
+#define RESET_LEN (1 + RMA__VQP_INFO_LEN)
 
 struct vb_ctl {
 	struct rma__watch w;
@@ -43,6 +52,8 @@ struct vb_ctl {
 	struct rma__vqp qp;     /* target: the mirror QP */
 	bool has_qp;
 	struct rma__vqp_info peer_info;
+	uint8_t rbuf[RESET_LEN];  /* a reset message coming in */
+	size_t rhave;
 	struct rma__setup s;
 };
 
@@ -130,6 +141,77 @@ static int setup_done(struct vb_ctl *c)
 	return rma__watch_mod(c->vt->e, &c->w, EPOLLIN);
 }
 
+/* 'R' and a QP's info, all at once: the socket is idle but for this. */
+static int send_reset(struct vb_ctl *c, const struct rma__vqp *q)
+{
+	struct rma__vqp_info me;
+	uint8_t m[RESET_LEN];
+
+	rma__vqp_info(q, &me);
+	m[0] = 'R';
+	rma__vqp_info_encode(&me, m + 1);
+	if (send(c->w.fd, m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof m)
+		return errno ? -errno : -EIO;
+	return 0;
+}
+
+/* Read one reset message: 1 done, 0 not yet, or -errno. */
+static int recv_reset(struct vb_ctl *c)
+{
+	ssize_t n = recv(c->w.fd, c->rbuf + c->rhave, RESET_LEN - c->rhave, 0);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	if (n == 0)
+		return -ECONNRESET;
+	c->rhave += (size_t)n;
+	if (c->rhave < RESET_LEN)
+		return 0;
+	c->rhave = 0;
+	if (c->rbuf[0] != 'R' ||
+	    rma__vqp_info_decode(c->rbuf + 1, RMA__VQP_INFO_LEN, &c->peer_info))
+		return -EPROTO;
+	return 1;
+}
+
+int rma__verbs_ctl_reset(struct vb_peer *p)
+{
+	struct vb_ctl *c = p->ctl;
+	int rc;
+
+	if (!c || c->step != CTL_UP)
+		return -ENOTCONN;
+	rc = rma__verbs_new_qp(c->vt, &p->qp);
+	if (rc)
+		return rc;
+	p->has_qp = true;
+	rc = send_reset(c, &p->qp);
+	if (rc) {
+		rma__vqp_destroy(&p->qp);
+		p->has_qp = false;
+		return rc;
+	}
+	c->step = CTL_RESET;
+	c->deadline = rma__now_ns() + VB_HANDSHAKE_NS;
+	return 0;
+}
+
+/* Target: the initiator replaced its QP; replace the mirror to match. */
+static int mirror_reset(struct vb_ctl *c)
+{
+	int rc;
+
+	if (c->has_qp) {
+		rma__vqp_destroy(&c->qp);
+		c->has_qp = false;
+	}
+	rc = rma__verbs_new_qp(c->vt, &c->qp);
+	if (rc)
+		return rc;
+	c->has_qp = true;
+	rc = rma__vqp_connect(&c->qp, &c->peer_info);
+	return rc ? rc : send_reset(c, &c->qp);
+}
+
 static void ctl_cb(struct rma__watch *w, uint32_t events)
 {
 	struct vb_ctl *c = container_of(w, struct vb_ctl, w);
@@ -179,8 +261,22 @@ static void ctl_cb(struct rma__watch *w, uint32_t events)
 		rma__verbs_peer_up(c->peer, &c->peer_info);
 		return;
 	}
+	if (c->step == CTL_RESET || (c->step == CTL_UP && !c->peer)) {
+		rc = recv_reset(c);
+		if (rc == 1) {
+			if (c->peer) {
+				c->step = CTL_UP;
+				rma__verbs_peer_up(c->peer, &c->peer_info);
+				return;
+			}
+			rc = mirror_reset(c);
+		}
+		if (rc)
+			ctl_fail(c, rc);
+		return;
+	}
 	if (c->step == CTL_UP) {
-		/* Nothing more is ever sent: data or EOF means it is over. */
+		/* The target says nothing unasked: data or EOF ends it. */
 		uint8_t b;
 		ssize_t n = recv(w->fd, &b, 1, 0);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))

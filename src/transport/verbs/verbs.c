@@ -223,13 +223,22 @@ static void ring_fail_all(struct vb_peer *p, int err)
 	}
 }
 
-/* The drain marker came back: nothing of this QP touches memory now. */
+/* The drain marker came back: nothing of this QP touches memory now.  A
+ * ready peer gets a new QP over its control connection (queued ops wait
+ * for it); otherwise the peer fails and the core connects anew. */
 static void drained(struct vb_peer *p)
 {
-	ring_fail_all(p, p->qp_err);
+	int err = p->qp_err;
+
+	ring_fail_all(p, err);
 	rma__vqp_destroy(&p->qp);
 	p->has_qp = false;
-	rma__verbs_peer_lost(p, p->qp_err);
+	p->qp_err = 0;
+	if (p->base.state == RMA__PEER_READY && rma__verbs_ctl_reset(p) == 0) {
+		p->base.state = RMA__PEER_CONNECTING;
+		return;
+	}
+	rma__verbs_peer_lost(p, err);
 }
 
 /* Put the QP in error and send the marker (once). */

@@ -77,6 +77,10 @@ struct vb_peer {
 /* ctl.c */
 int rma__verbs_ctl_listen(struct vb_tr *vt, const char *at, const char *advertise);
 int rma__verbs_ctl_connect(struct vb_peer *p);
+/* The peer's QP was drained after an error: make a new one and connect it
+ * over the open control connection (the peer is connecting meanwhile).
+ * 0, or -errno when that cannot start (then the peer fails). */
+int rma__verbs_ctl_reset(struct vb_peer *p);
 void rma__verbs_ctl_close(struct vb_ctl *c);
 void rma__verbs_ctl_fini(struct vb_tr *vt);
 void rma__verbs_ctl_tick(struct vb_tr *vt, int64_t now);
