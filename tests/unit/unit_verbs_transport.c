@@ -766,6 +766,35 @@ static void test_ctl_replaces_errored_qp(void **state)
 	rma__verbs_ops.fini(b);
 }
 
+/* The target takes nothing but a well-formed reset on an open control
+ * connection: anything else ends it (and no new mirror is made). */
+static void test_ctl_target_refuses_garbage(void **state)
+{
+	struct rma__transport *b = NULL;
+	struct vb_peer *p;
+	struct rma__vqp_info me;
+	uint8_t m[1 + RMA__VQP_INFO_LEN];
+	int rc, before;
+
+	assert_int_equal(rma__verbs_ops.init(NULL, NULL, &b), 0);
+	p = connect_to(b, 42, &rc);
+	assert_int_equal(p->base.state, RMA__PEER_READY);
+	before = qp_creates;
+	rma__vqp_info(&p->qp, &me);
+	m[0] = 'X'; /* a valid info behind the wrong tag */
+	rma__vqp_info_encode(&me, m + 1);
+	/* The control's watch is its first member. */
+	assert_int_equal(write(((struct rma__watch *)p->ctl)->fd, m, sizeof m),
+			 (ssize_t)sizeof m);
+	for (int i = 0; i < 100 && p->base.state == RMA__PEER_READY; i++)
+		pump(10);
+	assert_int_equal(p->base.state, RMA__PEER_FAILED);
+	assert_int_equal(failed_err, -ECONNRESET);
+	assert_int_equal(qp_creates, before);
+	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
+	rma__verbs_ops.fini(b);
+}
+
 static void test_ctl_wrong_engine(void **state)
 {
 	struct rma__transport *b = NULL;
@@ -813,6 +842,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_disconnect_waits_for_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_handshake, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_replaces_errored_qp, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ctl_target_refuses_garbage, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_wrong_engine, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_wrong_secret, setup, teardown),
 	};
