@@ -858,7 +858,11 @@ static int vb_abort(struct rma__peer *bp, uint64_t op_id, int err)
 	if (i == p->ring_count)
 		return 0;
 	start_drain(p, -ECONNRESET);
-	return p->has_qp ? RMA__ABORT_PENDING : 0;
+	/* A drain that could not start has already reported everything. */
+	for (i = 0; i < p->ring_count; i++)
+		if (p->ring[(p->ring_head + i) % p->ring_cap].op_id == op_id)
+			return RMA__ABORT_PENDING;
+	return 0;
 }
 
 /* Raw handles for users who drive the NIC themselves. */
