@@ -112,7 +112,7 @@ json_field() { # json_field KEY LINE: the value of a flat JSON key
 	printf '%s\n' "$2" | sed -n "s/.*\"$1\":\"\{0,1\}\([^,\"}]*\).*/\1/p"
 }
 for op in put get; do
-	if ! "$RMA" bench --op "$op" --sizes 8,64K,1M,16M --duration 200 --json \
+	if ! "$RMA" bench --op "$op" --sizes 8,64K,1M,16M --duration 200ms --json \
 		>"$tmp/bench.$op" 2>"$tmp/bench.$op.err"; then
 		fail "rma bench --op $op: $(tail -n 1 "$tmp/bench.$op.err")"
 	fi

@@ -161,6 +161,7 @@ struct rma_engine {
 	rma_complete_cb cb;
 	void *cb_arg;
 	int cq_fd;     /* eventfd, readable while completions wait */
+	bool cq_fd_used; /* rma_completion_fd was called: keep cq_fd true */
 	struct rma__watch cq_watch; /* manual mode: cq_fd in the epoll set */
 	pthread_cond_t done_cv; /* batch waiters */
 

@@ -3,7 +3,9 @@
  * reserves a slot in, and the file descriptor that tells of it.
  *
  * cq_fd is an eventfd, written when the ring goes from empty to non-empty
- * and drained when it empties.  With a progress thread it is the completion
+ * and drained when it empties, but only once someone may be watching it
+ * (rma_completion_fd was called): a program that polls the queue pays no
+ * system call per completion.  With a progress thread it is the completion
  * fd itself.  In manual mode the completion fd is the epoll set, which
  * holds cq_fd (edge-triggered) and the timer fd, so it becomes readable for
  * completions made anywhere, inside rma_post included, and when a deadline
@@ -45,7 +47,7 @@ void rma__cq_push(struct rma_engine *e, uint64_t user_data, int64_t res)
 	e->cq[tail].result = res;
 	/* Stored atomically: rma_poll peeks at it without the lock. */
 	__atomic_store_n(&e->cq_count, n + 1, __ATOMIC_RELEASE);
-	if (n == 0) {
+	if (n == 0 && e->cq_fd_used) {
 		uint64_t one = 1;
 		if (write(e->cq_fd, &one, sizeof one) < 0) {
 			/* cannot fail short of a counter overflow */
@@ -66,7 +68,7 @@ uint32_t rma__cq_take(struct rma_engine *e, struct rma_completion *out,
 	}
 	e->cq_reserved -= n;
 	__atomic_store_n(&e->cq_count, count, __ATOMIC_RELEASE);
-	if (n && !count) {
+	if (n && !count && e->cq_fd_used) {
 		uint64_t v;
 		if (read(e->cq_fd, &v, sizeof v) < 0) {
 			/* already drained */
@@ -95,5 +97,15 @@ RMA_EXPORT int rma_completion_fd(rma_engine *e)
 {
 	if (!e)
 		return -EINVAL;
+	pthread_mutex_lock(&e->mu);
+	if (!e->cq_fd_used) {
+		/* From now on the fd tells; say so for what already waits. */
+		e->cq_fd_used = true;
+		uint64_t one = 1;
+		if (e->cq_count && write(e->cq_fd, &one, sizeof one) < 0) {
+			/* cannot fail short of a counter overflow */
+		}
+	}
+	pthread_mutex_unlock(&e->mu);
 	return (e->flags & RMA_ENGINE_MANUAL_PROGRESS) ? e->epfd : e->cq_fd;
 }

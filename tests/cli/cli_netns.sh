@@ -56,9 +56,9 @@ round() { # round NAME EXPECTED-ADDRESS TARGET-ARGS...
 	RMA=$RMA_HOST
 	grep -q "advertising $want:" "$tmp/target.err" ||
 		fail "$name: target did not advertise $want"
-	inB "$RMA" put "$token" --fill 9 --size $SIZE --timeout 10s \
+	inB "$RMA" put "$token" --fill 9 --size $SIZE --timeout 30s \
 		>"$tmp/put.out" 2>"$tmp/put.err" || fail "$name: put from B: status $?"
-	inB "$RMA" get "$token" --size $SIZE --timeout 10s \
+	inB "$RMA" get "$token" --size $SIZE --timeout 30s \
 		>"$tmp/get.out" 2>"$tmp/get.err" || fail "$name: get from B: status $?"
 	put=$(crc_of "$tmp/put.out")
 	get=$(crc_of "$tmp/get.out")

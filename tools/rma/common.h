@@ -107,10 +107,11 @@ int parse_duration_ms(const char *s, uint64_t *out);
  * Short options mean one thing in every command:
  *   -t --transport  -l --listen  -s --size  -o --offset  -f --fill
  *   -F --file  -O --out  -z --zero  -a --access  -T --timeout
- *   -w --window  -n --iters  -d --duration  -j --json  -m --manual-progress
- *   -h --help
- * Long only: --op, --target, --sizes (bench's synonym of --size),
- * --secret-file, --log.
+ *   -w --window  -b --batch  -n --iters  -d --duration  -j --json
+ *   -m --manual-progress  -h --help
+ * Long only: --op, --target, --sizes (bench's synonym of --size), --warmup,
+ * --verify, --peers, --regions, --secret-file, --log.
+ * bench's --duration and --warmup read a bare number as seconds (iperf3 -t).
  */
 enum {
 	OPT_SECRET_FILE = 0x100, /* every command */
