@@ -473,10 +473,13 @@ static void test_probe_ports(void **state)
 	port_active_mask = 0;
 	assert_int_equal(rma__verbs_ops.probe(&why), -ENODEV);
 	assert_non_null(strstr(why, "none with an active port"));
+	assert_non_null(strstr(why, "fake0: port 1 down (RoCE), port 2 down (RoCE)"));
 	/* Port 2 up: found, with its RoCE v2 GID (index 1, not the v1 at 0). */
 	port_active_mask = 1 << 2;
 	assert_int_equal(rma__verbs_ops.probe(&why), 0);
 	assert_non_null(strstr(why, "fake0 port 2 RoCE gid 1"));
+	/* rma info lists every port and its state. */
+	assert_non_null(strstr(why, "fake0: port 1 down (RoCE), port 2 active (RoCE)"));
 }
 
 static void test_init_one_pd_one_cq(void **state)

@@ -165,7 +165,53 @@ static int open_dom(const struct vb_sel *sel, struct rma__vdom **out,
 	return 0;
 }
 
-static __thread char probe_why[160];
+static const char *port_state(enum ibv_port_state st)
+{
+	switch (st) {
+	case IBV_PORT_ACTIVE: return "active";
+	case IBV_PORT_DOWN: return "down";
+	case IBV_PORT_INIT: return "init";
+	case IBV_PORT_ARMED: return "armed";
+	default: return "not active";
+	}
+}
+
+/* Every device and port with its state, for rma info: "; mlx5_0: port 1
+ * active (RoCE), port 2 down". */
+static void list_ports(char *buf, size_t cap)
+{
+	struct ibv_device **list;
+	size_t at = strlen(buf);
+	int n = 0;
+
+	list = rma__ibv_get_device_list(&n);
+	for (int i = 0; list && i < n && at < cap; i++) {
+		struct ibv_context *ctx = ibv_open_device(list[i]);
+		struct ibv_device_attr da;
+		if (!ctx)
+			continue;
+		if (ibv_query_device(ctx, &da) == 0) {
+			at += (size_t)snprintf(buf + at, cap - at, "; %s:",
+					       ibv_get_device_name(list[i]));
+			for (int p = 1; p <= da.phys_port_cnt && at < cap; p++) {
+				struct ibv_port_attr pa;
+				memset(&pa, 0, sizeof pa);
+				if (rma__ibv_query_port(ctx, (uint8_t)p, &pa))
+					continue;
+				at += (size_t)snprintf(buf + at, cap - at,
+					"%s port %d %s (%s)", p > 1 ? "," : "", p,
+					port_state(pa.state),
+					pa.link_layer == IBV_LINK_LAYER_ETHERNET
+						? "RoCE" : "InfiniBand");
+			}
+		}
+		ibv_close_device(ctx);
+	}
+	if (list)
+		ibv_free_device_list(list);
+}
+
+static __thread char probe_why[512];
 
 static int vb_probe(const char **why)
 {
@@ -174,6 +220,8 @@ static int vb_probe(const char **why)
 	int rc = open_dom(&sel, &d, probe_why, sizeof probe_why);
 
 	*why = probe_why;
+	if (rc != -ENODEV || strstr(probe_why, "device(s)"))
+		list_ports(probe_why, sizeof probe_why);
 	if (rc)
 		return rc;
 	ibv_close_device(d->ctx);
