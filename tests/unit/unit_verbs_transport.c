@@ -202,8 +202,32 @@ struct ibv_device **__wrap_rma__ibv_get_device_list(int *n)
 }
 void __wrap_ibv_free_device_list(struct ibv_device **l) {}
 const char *__wrap_ibv_get_device_name(struct ibv_device *d) { return "fake0"; }
-struct ibv_context *__wrap_ibv_open_device(struct ibv_device *d) { return &fake_ctx; }
-int __wrap_ibv_close_device(struct ibv_context *c) { return 0; }
+struct ibv_context *__wrap_ibv_open_device(struct ibv_device *d)
+{
+	int fds[2];
+	if (pipe(fds) == 0) {
+		close(fds[1]);
+		fake_ctx.async_fd = fds[0];
+	}
+	return &fake_ctx;
+}
+int __wrap_ibv_close_device(struct ibv_context *c) { close(c->async_fd); return 0; }
+
+/* One async event waiting, or none. */
+static struct ibv_async_event pending_async;
+static bool async_waiting;
+static int async_acks;
+int __wrap_ibv_get_async_event(struct ibv_context *c, struct ibv_async_event *ev)
+{
+	if (!async_waiting) {
+		errno = EAGAIN;
+		return -1;
+	}
+	async_waiting = false;
+	*ev = pending_async;
+	return 0;
+}
+void __wrap_ibv_ack_async_event(struct ibv_async_event *ev) { async_acks++; }
 int __wrap_ibv_query_device(struct ibv_context *c, struct ibv_device_attr *a)
 {
 	memset(a, 0, sizeof *a);
@@ -398,6 +422,8 @@ static void reset_nic(void)
 	pd_allocs = cq_creates = mr_regs = mr_deregs = notify_calls = acks = 0;
 	pending_events = 0;
 	notify_lands = 0;
+	async_waiting = false;
+	async_acks = 0;
 	qp_creates = qp_destroys = qp_in_err = modify_err_calls = 0;
 	sq_head = sq_tail = posts = 0;
 	script_n = 0;
@@ -668,6 +694,28 @@ static void test_arm_polls_after_notify(void **state)
 	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
 }
 
+/* A QP that breaks without a completion saying so (async QP_FATAL): it is
+ * drained like one that failed a WR, and the event is acked. */
+static void test_async_qp_fatal(void **state)
+{
+	struct vb_peer *p = up_peer();
+	struct rma__watch *aw = (struct rma__watch *)vt->aw;
+	assert_true(fcntl(aw->fd, F_GETFL) & O_NONBLOCK);
+	assert_int_equal(post(p, 1, RMA_OP_GET, 8), 0);
+	pending_async.event_type = IBV_EVENT_QP_FATAL;
+	pending_async.element.qp = p->qp.qp;
+	async_waiting = true;
+	aw->cb(aw, EPOLLIN);
+	assert_int_equal(async_acks, 1);
+	assert_int_equal(modify_err_calls, 1);
+	rma__verbs_ops.progress(t);
+	assert_int_equal(ndone, 1);
+	assert_true(done[0].res < 0);
+	assert_int_equal(failed_calls, 1);
+	assert_int_equal(failed_err, -EIO);
+	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
+}
+
 static void test_disconnect_waits_for_drain(void **state)
 {
 	struct vb_peer *p = up_peer();
@@ -842,6 +890,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_abort_drains_before_reporting, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_credits_and_kick, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_arm_polls_after_notify, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_async_qp_fatal, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_disconnect_waits_for_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_handshake, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_replaces_errored_qp, setup, teardown),

@@ -403,6 +403,80 @@ static int vb_arm(struct rma__transport *t)
 	return poll_cq(vt) ? -EAGAIN : 0;
 }
 
+/* ---- asynchronous events ---- */
+
+/* Events no completion reports: a QP that broke on its own, a CQ overrun,
+ * a port going down.  Heap-allocated so that its retirement may outlive
+ * the instance. */
+struct vb_async {
+	struct rma__watch w;
+	struct vb_tr *vt;
+};
+
+static void async_release(struct rma__watch *w)
+{
+	free(container_of(w, struct vb_async, w));
+}
+
+static void async_cb(struct rma__watch *w, uint32_t events)
+{
+	struct vb_async *a = container_of(w, struct vb_async, w);
+	struct vb_tr *vt = a->vt;
+	struct ibv_async_event ev;
+
+	while (vt && ibv_get_async_event(vt->dom->ctx, &ev) == 0) {
+		enum ibv_event_type type = ev.event_type;
+		struct ibv_qp *qp = ev.element.qp;
+
+		/* Ack first: destroying the QP below waits for its events. */
+		ibv_ack_async_event(&ev);
+		switch (type) {
+		case IBV_EVENT_QP_FATAL:
+		case IBV_EVENT_QP_REQ_ERR:
+		case IBV_EVENT_QP_ACCESS_ERR:
+			rma__warn("verbs: queue pair error: %s", ibv_event_type_str(type));
+			for (struct vb_peer *p = vt->peers; p; p = p->next)
+				if (p->has_qp && p->qp.qp == qp)
+					start_drain(p, -EIO);
+			break;
+		case IBV_EVENT_CQ_ERR:
+		case IBV_EVENT_DEVICE_FATAL:
+			rma__err("verbs: %s: every peer fails", ibv_event_type_str(type));
+			for (struct vb_peer *p = vt->peers; p; p = p->next)
+				if (p->has_qp)
+					start_drain(p, -EIO);
+			break;
+		case IBV_EVENT_PORT_ERR:
+			rma__warn("verbs: port %u went down", vt->dom->port);
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+static int async_start(struct vb_tr *vt)
+{
+	struct vb_async *a = calloc(1, sizeof *a);
+	int fd = vt->dom->ctx->async_fd;
+	int rc;
+
+	if (!a)
+		return -ENOMEM;
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	a->vt = vt;
+	a->w.fd = fd;
+	a->w.cb = async_cb;
+	a->w.release = async_release;
+	rc = rma__watch_add(vt->e, &a->w, EPOLLIN);
+	if (rc) {
+		free(a);
+		return rc;
+	}
+	vt->aw = a;
+	return 0;
+}
+
 /* ---- instance ---- */
 
 static const struct rma__topt_desc vb_options[] = {
@@ -558,6 +632,9 @@ static int vb_init(struct rma_engine *e, const struct rma__topts *o,
 	rc = rma__watch_add(e, &vt->cw, EPOLLIN);
 	if (rc)
 		goto fail_cq;
+	rc = async_start(vt);
+	if (rc)
+		goto fail_cq;
 	rma__setup_key(ep->secret, vt->key);
 	rc = rma__verbs_ctl_listen(vt, listen_at ? listen_at : ep->listen,
 				   advertise ? advertise : ep->advertise);
@@ -568,7 +645,10 @@ static int vb_init(struct rma_engine *e, const struct rma__topts *o,
 	rma__timer_arm(e, &vt->tick, rma__now_ns() + 100 * 1000000LL);
 	*out = &vt->base;
 	return 0;
-fail_watch: /* closing the channel's fd takes it out of epoll */
+fail_watch:
+	vt->aw->vt = NULL;
+	rma__watch_retire(e, &vt->aw->w);
+	/* closing the channel's fd takes it out of epoll */
 fail_cq:
 	rma__vcq_put(vt->cq);
 fail_ch:
@@ -586,6 +666,8 @@ static void vb_fini(struct rma__transport *t)
 
 	rma__timer_cancel(vt->e, &vt->tick);
 	rma__verbs_ctl_fini(vt);
+	vt->aw->vt = NULL;
+	rma__watch_retire(vt->e, &vt->aw->w);
 	if (vt->armed) {
 		/* Events still unread must be acked before the CQ goes. */
 		struct ibv_cq *cq;

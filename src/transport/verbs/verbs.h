@@ -32,6 +32,7 @@
 
 
 struct vb_ctl;
+struct vb_async;
 
 struct vb_tr {
 	struct rma__transport base;
@@ -40,6 +41,7 @@ struct vb_tr {
 	struct rma__vcq *cq;          /* one CQ for every QP, both queues */
 	struct ibv_comp_channel *ch;
 	struct rma__watch cw;         /* the completion channel's fd */
+	struct vb_async *aw;          /* the device's async event fd */
 	bool armed;                   /* ibv_req_notify_cq is pending */
 	struct rma__watch lw;         /* control listener */
 	struct rma__vqp_cfg qcfg;
