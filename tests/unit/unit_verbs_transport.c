@@ -716,6 +716,23 @@ static void test_async_qp_fatal(void **state)
 	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
 }
 
+/* A flushed completion with no error seen before (the QP went to error
+ * on its own): the QP is drained all the same, not posted to again. */
+static void test_flush_alone_drains(void **state)
+{
+	struct vb_peer *p = up_peer();
+	assert_int_equal(post(p, 1, RMA_OP_PUT, 8), 0);
+	script[script_n++] = IBV_WC_WR_FLUSH_ERR;
+	rma__verbs_ops.progress(t);
+	assert_int_equal(ndone, 1);
+	assert_int_equal(done[0].res, -ECONNRESET);
+	assert_int_equal(modify_err_calls, 1);
+	rma__verbs_ops.progress(t);
+	assert_int_equal(qp_destroys, 1);
+	assert_int_equal(failed_calls, 1);
+	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
+}
+
 static void test_disconnect_waits_for_drain(void **state)
 {
 	struct vb_peer *p = up_peer();
@@ -891,6 +908,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_credits_and_kick, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_arm_polls_after_notify, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_async_qp_fatal, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flush_alone_drains, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_disconnect_waits_for_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_handshake, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_replaces_errored_qp, setup, teardown),

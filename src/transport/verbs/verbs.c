@@ -282,6 +282,7 @@ static void drained(struct vb_peer *p)
 	rma__vqp_destroy(&p->qp);
 	p->has_qp = false;
 	p->qp_err = 0;
+	p->stalled = false; /* the new QP's readiness pumps the queue */
 	if (p->base.state == RMA__PEER_READY && rma__verbs_ctl_reset(p) == 0) {
 		p->base.state = RMA__PEER_CONNECTING;
 		return;
@@ -336,7 +337,9 @@ static void on_wc(struct vb_tr *vt, const struct ibv_wc *wc)
 			ring_pop(p, c->err);
 		break;
 	}
-	if (res && res != -ECONNRESET)
+	/* Any error means the QP is in the error state (a flush, too: it
+	 * may have got there without telling us first). */
+	if (res)
 		start_drain(p, res);
 	if (p->stalled && rma__vqp_credits(&p->qp)) {
 		p->stalled = false;
