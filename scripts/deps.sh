@@ -11,6 +11,8 @@ set -euo pipefail
 # runtimes for the fuzz build; iperf3: bench/compare.sh; libcmocka-dev: unit
 # tests that wrap library calls; libfabric-dev: the ofi transport (built when
 # pkg-config finds it).
+# tests that wrap library calls; libibverbs-dev: the verbs transport (built
+# when found); ibverbs-providers: the NIC drivers libibverbs loads at run time.
 PACKAGES=(
 	build-essential
 	cmake
@@ -21,6 +23,9 @@ PACKAGES=(
 	python3
 	libcmocka-dev
 	libfabric-dev
+	libibverbs-dev
+	ibverbs-providers
+	valgrind
 )
 
 if [[ "${1:-}" == "--list" ]]; then
