@@ -2,9 +2,17 @@
 #
 #   make | make build   configure build/ (warnings as errors) and build
 #   make demo           build, then two processes move data over loopback
-#   make test           ctest in build/, then the ASan+UBSan build, then fuzzers
+#   make test           ctest in build/, then the ASan+UBSan build, the fuzzers,
+#                       tsan and memcheck
 #   make asan           only the ASan+UBSan build and its ctest (build-asan/)
 #   make fuzz           only the libFuzzer build and its fuzz tests (build-fuzz/)
+#   make tsan           ThreadSanitizer build (build-tsan/): unit, conformance,
+#                       integration and fault tests (skipped without clang)
+#   make memcheck       valgrind memcheck on the CLI round trip (skipped
+#                       without valgrind)
+#   make soak           mixed ops from several initiators with faults injected,
+#                       SOAK_SECONDS long (default 300), SOAK_ARGS for
+#                       --transport/--initiators; not part of make test
 #   make install        install under PREFIX (default /usr/local); DESTDIR works:
 #                       the tool, librma.so, rma.h, rma.pc, rma(1), rma(3) and
 #                       the Python package (into PYTHONDIR, below)
@@ -16,12 +24,16 @@ PREFIX       ?= /usr/local
 BUILD        ?= build
 ASAN_BUILD   ?= build-asan
 FUZZ_BUILD   ?= build-fuzz
+TSAN_BUILD   ?= build-tsan
 JOBS         ?= $(shell nproc 2>/dev/null || echo 2)
 CTEST_JOBS   ?= 2
 # Default per-test limit for tests that set no TIMEOUT of their own.
 CTEST_TIMEOUT ?= 300
 CMAKE_ARGS   ?=
 FUZZ_CC      ?= clang
+TSAN_CC      ?= clang
+SOAK_SECONDS ?= 300
+SOAK_ARGS    ?=
 PYTHON       ?= python3
 # Where the Python package goes, after Debian's convention: PREFIX=/usr
 # (distribution packages) in /usr/lib/python3/dist-packages; /usr/local in
@@ -39,8 +51,12 @@ CTEST = ctest --output-on-failure --no-tests=error --timeout $(CTEST_TIMEOUT)
 # Sanitizer runtimes: stop at the first report, with a stack.
 SAN_ENV = ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 	  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# die_after_fork=0: tests fork targets after their own engine's threads run;
+# the child only ever uses its own engine.
+TSAN_ENV = TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 die_after_fork=0 suppressions=$(CURDIR)/tests/tsan.supp"
+TSAN_FLAGS = -fsanitize=thread -fno-omit-frame-pointer
 
-.PHONY: all build deps demo test unit asan fuzz install clean
+.PHONY: all build deps demo test unit asan fuzz tsan memcheck soak install clean
 
 all: build
 
@@ -60,6 +76,8 @@ test: deps
 	$(MAKE) --no-print-directory unit DEPS=:
 	$(MAKE) --no-print-directory asan DEPS=:
 	$(MAKE) --no-print-directory fuzz DEPS=:
+	$(MAKE) --no-print-directory tsan DEPS=:
+	$(MAKE) --no-print-directory memcheck DEPS=:
 	@echo "make test: all steps passed"
 
 unit: build
@@ -74,6 +92,25 @@ fuzz: deps
 	CC=$(FUZZ_CC) cmake -S . -B $(FUZZ_BUILD) -DRMA_FUZZ=ON -DBUILD_TESTING=ON $(CMAKE_ARGS)
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	$(SAN_ENV) $(CTEST) --test-dir $(FUZZ_BUILD) -L fuzz
+
+# Skipped, with a message, where the compiler cannot build with TSan.
+tsan: deps
+	@if ! echo 'int main(void){return 0;}' | $(TSAN_CC) $(TSAN_FLAGS) -x c - -o /dev/null 2>/dev/null; then \
+		echo "make tsan: skipped ($(TSAN_CC) with -fsanitize=thread not available)"; \
+	else \
+		set -e; \
+		CC=$(TSAN_CC) cmake -S . -B $(TSAN_BUILD) -DRMA_WERROR=ON -DBUILD_TESTING=ON \
+			"-DCMAKE_C_FLAGS=$(TSAN_FLAGS)" -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread \
+			-DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread $(CMAKE_ARGS); \
+		cmake --build $(TSAN_BUILD) -j $(JOBS); \
+		$(TSAN_ENV) $(CTEST) --test-dir $(TSAN_BUILD) -j $(CTEST_JOBS) -L 'unit|conformance|integration'; \
+	fi
+
+memcheck: build
+	bash scripts/memcheck.sh $(BUILD)
+
+soak: build
+	$(BUILD)/tests/rma_soak --seconds $(SOAK_SECONDS) $(SOAK_ARGS)
 
 # rma.pc records the prefix at configure time, so configure with it too.
 install: deps
@@ -91,4 +128,4 @@ install: deps
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) tests/fuzz/corpus-run
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD) $(TSAN_BUILD) tests/fuzz/corpus-run

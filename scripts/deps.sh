@@ -9,7 +9,10 @@ set -euo pipefail
 
 # The one list.  clang + libclang-rt-14-dev: libFuzzer and sanitizer
 # runtimes for the fuzz build; iperf3: bench/compare.sh; libcmocka-dev: unit
-# tests that wrap library calls.
+# tests that wrap library calls; libfabric-dev: the ofi transport (built when
+# pkg-config finds it).
+# tests that wrap library calls; libibverbs-dev: the verbs transport (built
+# when found); ibverbs-providers: the NIC drivers libibverbs loads at run time.
 PACKAGES=(
 	build-essential
 	cmake
@@ -19,6 +22,10 @@ PACKAGES=(
 	iperf3
 	python3
 	libcmocka-dev
+	libfabric-dev
+	libibverbs-dev
+	ibverbs-providers
+	valgrind
 )
 
 if [[ "${1:-}" == "--list" ]]; then

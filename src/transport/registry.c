@@ -11,12 +11,16 @@
 #include "transport/transport.h"
 #include "util/util.h"
 
-extern const struct rma__transport_ops rma__tcp_ops;
-extern const struct rma__transport_ops rma__shm_ops;
+extern const struct rma__transport_ops rma__tcp_ops, rma__shm_ops, rma__ofi_ops,
+	rma__verbs_ops;
 
 static const struct rma__transport_ops *const builtin[] = {
 	&rma__tcp_ops,
-	&rma__shm_ops,
+	&rma__shm_ops, /* before ofi: a MEMORY-level tie goes to shm */
+	&rma__ofi_ops, /* after tcp: same-level ties go to the first */
+#ifdef RMA_HAVE_VERBS
+	&rma__verbs_ops,
+#endif
 };
 
 #define MAX_TRANSPORTS 8

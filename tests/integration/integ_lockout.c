@@ -3,6 +3,9 @@
  * initiator, each fresh engine's first get succeeding within a second.
  *   held    4,100 plain connections opened and held (nothing sent)
  *   reopen  the same, each reopened as soon as the target drops it
+ *   hello   the same from 127.0.0.2, each connection sending a valid
+ *           first hello (none is cheaper to evict than the initiator's):
+ *           the per-address cap keeps the flood to its own slots
  *   authed  4,096 connections that prove the secret, then sit idle: 2,048
  *           each from 127.0.0.2 and 127.0.0.3 (the per-address cap set to
  *           2,048), then 16 more from 127.0.0.3, which must evict that
@@ -20,6 +23,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/epoll.h>
@@ -65,9 +69,18 @@ static int connect_from(const char *src)
 	return fd;
 }
 
+static bool say_hello; /* "hello" mode: each connection sends a hello */
+
 static int plain_connect(void)
 {
-	return connect_from(NULL);
+	int fd = connect_from(say_hello ? "127.0.0.2" : NULL);
+	if (fd >= 0 && say_hello) {
+		struct rma__setup_msg m = {.step = 1, .engine_id = 1, .nonce = 2};
+		uint8_t b[RMA__SETUP_HDR_SIZE];
+		rma__setup_msg_encode(&m, b);
+		(void)!send(fd, b, sizeof b, MSG_NOSIGNAL);
+	}
+	return fd;
 }
 
 /* Fresh engine, first get: must succeed within a second. */
@@ -247,7 +260,10 @@ int main(int argc, char **argv)
 		printf("%d of %d plain connections dropped by the target\n",
 		       count_closed(), nfds);
 		close_all();
-	} else if (!strcmp(mode, "reopen")) {
+	} else if (!strcmp(mode, "reopen") || !strcmp(mode, "hello")) {
+		say_hello = !strcmp(mode, "hello");
+		if (say_hello && taddr.sin_addr.s_addr != htonl(INADDR_LOOPBACK))
+			SKIP("the target is not on 127.0.0.1");
 		pthread_t th;
 		open_plain(PLAIN);
 		CHECK_RC(pthread_create(&th, NULL, reopener, NULL), 0);

@@ -1,5 +1,8 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -37,11 +40,18 @@ static struct treg *find(struct treg *regs, const char *name)
  *   fill NAME SEED              -> ok
  *   check NAME SEED             -> ok FIRST-BAD-INDEX (-1 = all match)
  *   release NAME                -> ok RC
+ *   release_fill NAME SEED      -> ok RC   (release, then at once
+ *                                  overwrite the memory with SEED's pattern,
+ *                                  as an owner reusing it would)
+ *   register NAME               -> ok RC   (register a released region
+ *                                  again, same memory, its first access)
  *   release_watch NAME MS       -> ok RC same|changed   (release, crc,
  *                                  wait MS, crc again)
  *   release_fill NAME SEED MS   -> ok RC FIRST-BAD-INDEX MS-TAKEN  (release,
  *                                  overwrite with SEED's pattern at once,
  *                                  wait MS, check it: -1 = untouched)
+ *   heap                        -> ok BYTES   (malloc'd bytes in use:
+ *                                  a leak check across many peers)
  *   exit                        -> ok, then the engine is destroyed
  */
 /* Release unmaps rma_region_alloc memory: keep a second view of the same
@@ -64,6 +74,15 @@ static int target_main(void *arg, int in, int out)
 	rma_engine *e;
 	char line[1024];
 
+	if (o->netns) {
+		int fd = open(o->netns, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
+			test_send_line(out, "err netns %s: %s", o->netns,
+				       strerror(errno));
+			return 1;
+		}
+		close(fd);
+	}
 	rma_config_init(&cfg);
 	cfg.transports = o->transports;
 	cfg.listen = o->listen;
@@ -93,6 +112,8 @@ static int target_main(void *arg, int in, int out)
 			rc = rma_region_register(e, regs[i].buf, regs[i].len,
 						 acc[i], &regs[i].r);
 		}
+		if (rc == 0)
+			test_remote_memory(regs[i].buf, regs[i].len);
 		if (rc < 0) {
 			test_send_line(out, "err register %s: %s", regs[i].name,
 				       rma_strerror(rc));
@@ -172,6 +193,26 @@ static int target_main(void *arg, int in, int out)
 			uint32_t c2 = rma_crc32c(0, t->buf, t->len);
 			test_send_line(out, "ok %d %s", rc,
 				       c1 == c2 ? "same" : "changed");
+		} else if (sscanf(line, "release_fill %31s %" SCNu64, name,
+				  &a) == 2) {
+			struct treg *t = find(regs, name);
+			if (!t || !t->r) {
+				test_send_line(out, "err name");
+				continue;
+			}
+			rc = rma_region_release(t->r);
+			t->r = NULL;
+			test_fill(t->buf, t->len, a);
+			test_send_line(out, "ok %d", rc);
+		} else if (sscanf(line, "register %31s", name) == 1) {
+			struct treg *t = find(regs, name);
+			if (!t || t->r) {
+				test_send_line(out, "err name");
+				continue;
+			}
+			rc = rma_region_register(e, t->buf, t->len,
+						 acc[t - regs], &t->r);
+			test_send_line(out, rc < 0 ? "err %d" : "ok %d", rc);
 		} else if (sscanf(line, "release %31s", name) == 1) {
 			struct treg *t = find(regs, name);
 			if (!t || !t->r) {
@@ -182,6 +223,13 @@ static int target_main(void *arg, int in, int out)
 			rc = rma_region_release(t->r);
 			t->r = NULL;
 			test_send_line(out, "ok %d", rc);
+		} else if (!strcmp(line, "heap")) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || __GLIBC_MINOR__ >= 33)
+			struct mallinfo2 mi = mallinfo2();
+			test_send_line(out, "ok %zu", mi.uordblks + mi.hblkhd);
+#else
+			test_send_line(out, "err no mallinfo2 here");
+#endif
 		} else if (!strcmp(line, "exit")) {
 			test_send_line(out, "ok");
 			break;

@@ -27,6 +27,8 @@ struct target_opts {
 	size_t rw_size;         /* 0 = 64 MiB */
 	uint64_t rw_seed;       /* pattern of "rw"; 0 = zeros */
 	bool alloc;             /* regions from rma_region_alloc (memfd) */
+	const char *netns;      /* NULL, or a network namespace file
+				 * (/run/netns/NAME) the target joins first */
 };
 
 struct target {

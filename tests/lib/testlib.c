@@ -143,6 +143,33 @@ ptrdiff_t test_check_fill(const void *buf, size_t len, uint64_t seed)
 	return -1;
 }
 
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TEST_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) && !defined(TEST_TSAN)
+#define TEST_TSAN 1
+#endif
+
+#ifdef TEST_TSAN
+/* ThreadSanitizer's dynamic annotation (its runtime defines it). */
+void AnnotateBenignRaceSized(const char *file, int line,
+			     const volatile void *mem, size_t size,
+			     const char *desc);
+#endif
+
+void test_remote_memory(const void *p, size_t len)
+{
+#ifdef TEST_TSAN
+	AnnotateBenignRaceSized(__FILE__, __LINE__, p, len,
+				"one-sided access by a remote peer");
+#else
+	(void)p;
+	(void)len;
+#endif
+}
+
 void *test_alloc(size_t len)
 {
 	void *p = mmap(NULL, len ? len : 1, PROT_READ | PROT_WRITE,

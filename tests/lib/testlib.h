@@ -30,6 +30,14 @@ ptrdiff_t test_check_fill(const void *buf, size_t len, uint64_t seed);
 void *test_alloc(size_t len);
 void test_free(void *p, size_t len);
 
+/* Memory that remote peers put into or get from.  The test's own reads and
+ * writes of it are ordered after a peer's by messages ThreadSanitizer cannot
+ * see (an ack on a socket, a command on a pipe from another process), so
+ * under TSan this marks races on exactly that range as benign; elsewhere it
+ * does nothing.  Never for an initiator's get buffers: a completion that
+ * came before its bytes is a real race. */
+void test_remote_memory(const void *p, size_t len);
+
 /* Run fn(arg, cmd_fd, resp_fd) in a child; the parent gets the other ends.
  * Children are SIGKILLed when the test exits. */
 pid_t test_fork(int (*fn)(void *arg, int in_fd, int out_fd), void *arg,

@@ -33,6 +33,7 @@ int main(void)
 	static uint8_t tmem[OPLEN], lmem[OPLEN];
 
 	test_watchdog(60);
+	test_remote_memory(tmem, sizeof tmem); /* written and read by the peer */
 	rma_engine *t = test_tcp_engine((struct rma_config){.max_msg_size = CHUNK});
 	rma_engine *e = test_tcp_engine((struct rma_config){
 		.flags = RMA_ENGINE_MANUAL_PROGRESS, .stripes = 1, .queue_depth = 4,

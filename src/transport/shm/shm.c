@@ -223,7 +223,7 @@ static void shm_progress(struct rma__transport *t)
 const struct rma__transport_ops rma__shm_ops = {
 	.name = "shm",
 	.level = RMA_LEVEL_MEMORY,
-	.wire_id = 4, /* 2: verbs, 3: ofi */
+	.wire_id = 2, /* 1 tcp, 3 ofi, 4 verbs */
 	.options = shm_options,
 	.probe = shm_probe,
 	.init = shm_init,

@@ -1,0 +1,511 @@
+/*
+ * ofi.c - one-sided RMA over libfabric reliable-datagram endpoints.
+ *
+ * An instance opens one provider's fabric and domain and a serving
+ * endpoint whose fabric address (fi_getname) goes into advertisements,
+ * with the provider and fabric names: reachable() compares both, since
+ * a tcp;ofi_rxm endpoint on 127.0.0.1 cannot reach one on another
+ * network, nor speak to sockets.  Each grant gets its own MR (mr.c);
+ * each peer its own endpoint (peer.c), so stopping one peer's transfers
+ * (libfabric cannot cancel an RMA) never touches another's.  The files:
+ * see ofi.h.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#include "transport/ofi/ofi.h"
+
+int rma__ofi_err(int fi_rc)
+{
+	int e = fi_rc < 0 ? -fi_rc : fi_rc;
+	/* libfabric's own codes (FI_EOTHER and up) have no errno. */
+	return e >= 256 ? -EIO : -e;
+}
+
+/* Provider choice: the option's word, or (plain "ofi") the first that this
+ * host offers of efa, verbs, tcp.  shm is never picked unasked: it serves
+ * one host only, and an error wedges its endpoint. */
+static const struct {
+	const char *opt, *prov;
+	int level;
+} provs[] = {
+	{"efa", "efa", RMA_LEVEL_NIC},
+	{"verbs", "verbs", RMA_LEVEL_NIC},
+	{"tcp", "tcp", RMA_LEVEL_TCP},
+	{"sockets", "sockets", RMA_LEVEL_TCP},
+	{"shm", "shm", RMA_LEVEL_MEMORY},
+};
+#define AUTO_PROVS 3 /* the first three */
+
+static struct fi_info *hints_for(const char *prov)
+{
+	struct fi_info *h = fi_allocinfo();
+	if (!h)
+		return NULL;
+	h->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ |
+		  FI_REMOTE_WRITE;
+	h->ep_attr->type = FI_EP_RDM;
+	/* Offer every mode we handle and obey what comes back; never 0 (efa
+	 * would then claim 0 yet need virtual addresses). */
+	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED |
+				  FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+	h->mode = FI_CONTEXT | FI_CONTEXT2;
+	h->fabric_attr->prov_name = strdup(prov);
+	return h;
+}
+
+/* The host part of a HOST:PORT (the engine's listen address), or NULL for
+ * a wildcard. */
+static const char *node_of(const char *hostport, char *buf, size_t cap)
+{
+	const char *colon;
+	size_t n;
+	if (!hostport)
+		return "127.0.0.1";
+	if (hostport[0] == '[') {
+		colon = strchr(hostport, ']');
+		hostport++;
+	} else {
+		colon = strrchr(hostport, ':');
+	}
+	n = colon ? (size_t)(colon - hostport) : strlen(hostport);
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(buf, hostport, n);
+	buf[n] = '\0';
+	if (!strcmp(buf, "0.0.0.0") || !strcmp(buf, "::") || !buf[0])
+		return NULL;
+	return buf;
+}
+
+static int getinfo(const char *prov, const char *node, struct fi_info **out)
+{
+	struct fi_info *h = hints_for(prov);
+	int rc;
+	if (!h)
+		return -ENOMEM;
+	/* tcp and sockets bind the node given; the others have no IP. */
+	bool ip = !strcmp(prov, "tcp") || !strcmp(prov, "sockets");
+	if (!strcmp(prov, "efa")) {
+		/* The device-RMA fabric where it exists (libfabric >= 2.2). */
+		h->fabric_attr->name = strdup("efa-direct");
+		rc = fi_getinfo(OFI_VERSION, NULL, NULL, 0, h, out);
+		free(h->fabric_attr->name);
+		h->fabric_attr->name = NULL;
+		if (rc == 0) {
+			fi_freeinfo(h);
+			return 0;
+		}
+	}
+	rc = fi_getinfo(OFI_VERSION, ip ? node : NULL, NULL,
+			ip && node ? FI_SOURCE : 0, h, out);
+	fi_freeinfo(h);
+	return rc ? rma__ofi_err(rc) : 0;
+}
+
+/* The providers offering RDM with RMA here, asked once per process: one
+ * fi_getinfo costs milliseconds, and every default engine probes. */
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static int probe_rc;
+static bool probe_has[RMA_ARRAY_SIZE(provs)];
+
+static void probe_run(void)
+{
+	struct fi_info *h = hints_for(""), *list = NULL;
+	probe_rc = -ENODEV;
+	if (!h) {
+		probe_rc = -ENOMEM;
+		return;
+	}
+	free(h->fabric_attr->prov_name);
+	h->fabric_attr->prov_name = NULL;
+	if (fi_getinfo(OFI_VERSION, NULL, NULL, 0, h, &list) == 0) {
+		for (struct fi_info *fi = list; fi; fi = fi->next)
+			for (unsigned i = 0; i < RMA_ARRAY_SIZE(provs); i++) {
+				/* "tcp;ofi_rxm": the core provider names it. */
+				size_t n = strlen(provs[i].prov);
+				const char *pn = fi->fabric_attr->prov_name;
+				if (pn && !strncmp(pn, provs[i].prov, n) &&
+				    (pn[n] == '\0' || pn[n] == ';')) {
+					probe_has[i] = true;
+					probe_rc = 0;
+				}
+			}
+		fi_freeinfo(list);
+	}
+	fi_freeinfo(h);
+}
+
+static int ofi_probe(const char **why)
+{
+	pthread_once(&probe_once, probe_run);
+	*why = probe_rc ? "libfabric finds no provider with RMA on "
+			  "reliable-datagram endpoints"
+			: "libfabric RMA over a reliable-datagram provider";
+	return probe_rc;
+}
+
+static const struct rma__topt_desc ofi_options[] = {
+	{"prov", "tcp|sockets|shm|efa|verbs (default: the first of efa, verbs, "
+		 "tcp this host offers)"},
+	{"node", "tcp/sockets: the address to bind (default the host of "
+		 "rma_config.listen, else 127.0.0.1)"},
+	{NULL, NULL},
+};
+
+static void cq_cb(struct rma__watch *w, uint32_t ev)
+{
+	struct ofi_ep *oe = container_of(w, struct ofi_ep, w);
+	struct fid *f = &oe->cq->fid;
+	rma__ofi_cq_drain(oe);
+	/* The wait fd stays readable until fi_trywait resets its signal:
+	 * without this the (level-triggered) watch fires in every round and
+	 * the progress thread never sleeps.  -FI_EAGAIN: more is queued, and
+	 * the fd rightly stays readable. */
+	fi_trywait(oe->ot->fabric, &f, 1);
+}
+
+static void ep_release(struct rma__watch *w)
+{
+	free(container_of(w, struct ofi_ep, w));
+}
+
+void rma__ofi_ep_close(struct ofi_ep *oe)
+{
+	/* Out of epoll before the CQ (and its fd) goes. */
+	if (oe->watched)
+		rma__watch_retire(oe->ot->e, &oe->w);
+	if (oe->ep)
+		fi_close(&oe->ep->fid);
+	if (oe->av)
+		fi_close(&oe->av->fid);
+	if (oe->cq)
+		fi_close(&oe->cq->fid);
+	if (!oe->watched)
+		free(oe);
+}
+
+int rma__ofi_ep_open(struct ofi_tr *ot, struct ofi_peer *peer,
+		     struct ofi_ep **out)
+{
+	struct ofi_ep *oe = calloc(1, sizeof *oe);
+	struct fi_info *info = ot->info, *dup = NULL;
+	struct fi_cq_attr cqa = { .format = FI_CQ_FORMAT_CONTEXT,
+				  .wait_obj = ot->wait_fd ? FI_WAIT_FD : FI_WAIT_NONE };
+	struct fi_av_attr ava = { .type = info->domain_attr->av_type };
+	int rc;
+
+	if (!oe)
+		return -ENOMEM;
+	oe->ot = ot;
+	oe->peer = peer;
+	if (peer && info->addr_format == FI_ADDR_STR) {
+		/* shm names an endpoint by its source address: each of a
+		 * peer's endpoints needs a name of its own. */
+		dup = fi_dupinfo(info);
+		if (!dup) {
+			free(oe);
+			return -ENOMEM;
+		}
+		static unsigned seq;
+		char name[96];
+		int n = snprintf(name, sizeof name, "%s-%u-%llx",
+				 (const char *)info->src_addr, ++seq,
+				 (unsigned long long)(rma__random_u64() & 0xffffff));
+		free(dup->src_addr);
+		dup->src_addr = strdup(name);
+		dup->src_addrlen = dup->src_addr ? (size_t)n + 1 : 0;
+		info = dup;
+	}
+	const char *what;
+	if ((what = "fi_endpoint", rc = fi_endpoint(ot->domain, info, &oe->ep, NULL)) ||
+	    (what = "fi_cq_open", rc = fi_cq_open(ot->domain, &cqa, &oe->cq, NULL)) ||
+	    (what = "fi_av_open", rc = fi_av_open(ot->domain, &ava, &oe->av, NULL)) ||
+	    (what = "fi_ep_bind", rc = fi_ep_bind(oe->ep, &oe->av->fid, 0)) ||
+	    (rc = fi_ep_bind(oe->ep, &oe->cq->fid, FI_TRANSMIT | FI_RECV)) ||
+	    (what = "fi_enable", rc = fi_enable(oe->ep))) {
+		/* A CQ without a wait fd is tried next: no noise for it. */
+		if (!(rc == -FI_ENOSYS && ot->wait_fd))
+			rma__warn("ofi: %s: %s", what, fi_strerror(-rc));
+		goto fail;
+	}
+	if (ot->wait_fd) {
+		int fd = -1;
+		if ((rc = fi_control(&oe->cq->fid, FI_GETWAIT, &fd)))
+			goto fail;
+		oe->w.fd = fd;
+		oe->w.cb = cq_cb;
+		oe->w.release = ep_release;
+		if ((rc = rma__watch_add(ot->e, &oe->w, EPOLLIN)))
+			goto fail;
+		oe->watched = true;
+	}
+	if (dup)
+		fi_freeinfo(dup);
+	*out = oe;
+	return 0;
+fail:
+	if (dup)
+		fi_freeinfo(dup);
+	rma__ofi_ep_close(oe);
+	return rma__ofi_err(rc);
+}
+
+static void tr_free(struct ofi_tr *ot)
+{
+	if (ot->serve)
+		rma__ofi_ep_close(ot->serve);
+	if (ot->domain)
+		fi_close(&ot->domain->fid);
+	if (ot->fabric)
+		fi_close(&ot->fabric->fid);
+	if (ot->info)
+		fi_freeinfo(ot->info);
+	while (ot->free_ctx) {
+		struct ofi_ctx *c = ot->free_ctx;
+		ot->free_ctx = c->next;
+		free(c);
+	}
+	free(ot);
+}
+
+static int ofi_init(struct rma_engine *e, const struct rma__topts *o,
+		    struct rma__transport **out)
+{
+	const struct rma__engine_params *par = rma__engine_params(e);
+	const char *prov = rma__topt(o, "prov"), *node = rma__topt(o, "node");
+	char nbuf[128];
+	struct ofi_tr *ot;
+	int rc = -ENODEV, level = 0;
+	unsigned i;
+
+	if (!node)
+		node = node_of(par->listen, nbuf, sizeof nbuf);
+	if (prov) {
+		for (i = 0; i < RMA_ARRAY_SIZE(provs); i++)
+			if (!strcmp(prov, provs[i].opt))
+				break;
+		if (i == RMA_ARRAY_SIZE(provs)) {
+			rma__err("ofi: unknown provider '%s' (tcp, sockets, shm, "
+				 "efa, verbs)", prov);
+			return -EINVAL;
+		}
+	}
+	if (par->secret && *par->secret) {
+		/* No control connection yet to prove the secret over. */
+		rma__info("ofi: a shared secret is set and ofi cannot prove it; "
+			  "not started");
+		return -EACCES;
+	}
+	ot = calloc(1, sizeof *ot);
+	if (!ot)
+		return -ENOMEM;
+	ot->e = e;
+	pthread_once(&probe_once, probe_run);
+	for (i = 0; i < RMA_ARRAY_SIZE(provs); i++) {
+		if (prov ? strcmp(prov, provs[i].opt)
+			 : i >= AUTO_PROVS || !probe_has[i])
+			continue;
+		rc = getinfo(provs[i].prov, node, &ot->info);
+		if (rc == 0) {
+			ot->prov = provs[i].opt;
+			level = provs[i].level;
+			break;
+		}
+	}
+	if (rc) {
+		if (prov)
+			rma__err("ofi: provider %s offers no RDM endpoint with RMA "
+				 "here (%s)", prov, fi_strerror(-rc));
+		goto fail;
+	}
+	struct fi_info *fi = ot->info;
+	if (fi->next) { /* keep the first entry only */
+		struct fi_info *rest = fi->next;
+		fi->next = NULL;
+		fi_freeinfo(rest);
+	}
+	ot->mr_mode = fi->domain_attr->mr_mode;
+	ot->key_size = fi->domain_attr->mr_key_size;
+	ot->tx_size = fi->tx_attr->size ? (unsigned)RMA_MIN(fi->tx_attr->size, 65536) : 0;
+	ot->max_msg = par->max_msg_size ? par->max_msg_size : OFI_DEFAULT_MAX_MSG;
+	if (fi->ep_attr->max_msg_size && ot->max_msg > fi->ep_attr->max_msg_size)
+		ot->max_msg = fi->ep_attr->max_msg_size;
+	snprintf(ot->prov_name, sizeof ot->prov_name, "%s", fi->fabric_attr->prov_name);
+	snprintf(ot->fabric_name, sizeof ot->fabric_name, "%s", fi->fabric_attr->name);
+	if ((rc = fi_fabric(fi->fabric_attr, &ot->fabric, NULL)) ||
+	    (rc = fi_domain(ot->fabric, fi, &ot->domain, NULL))) {
+		rc = rma__ofi_err(rc);
+		goto fail;
+	}
+	/* A wait fd where the provider has one (tcp, sockets, verbs); the
+	 * others are polled (shm, efa before 2.3). */
+	ot->wait_fd = true;
+	rc = rma__ofi_ep_open(ot, NULL, &ot->serve);
+	if (rc) {
+		ot->wait_fd = false;
+		rc = rma__ofi_ep_open(ot, NULL, &ot->serve);
+	}
+	if (rc)
+		goto fail;
+	if (!ot->wait_fd)
+		ot->base.poll_ns = OFI_POLL_NS;
+	ot->addr_len = sizeof ot->addr;
+	rc = fi_getname(&ot->serve->ep->fid, ot->addr, &ot->addr_len);
+	if (rc) {
+		rc = rc == -FI_ETOOSMALL ? -ENAMETOOLONG : rma__ofi_err(rc);
+		goto fail;
+	}
+	ot->base.level = level;
+	rma__info("ofi: %s on fabric %s, mr_mode %#llx, tx size %u%s",
+		  ot->prov_name, ot->fabric_name, (unsigned long long)ot->mr_mode,
+		  ot->tx_size, ot->wait_fd ? "" : ", polled");
+	*out = &ot->base;
+	return 0;
+fail:
+	tr_free(ot);
+	return rc;
+}
+
+static void ofi_fini(struct rma__transport *t)
+{
+	struct ofi_tr *ot = container_of(t, struct ofi_tr, base);
+	rma__ofi_peers_fini(ot);
+	tr_free(ot);
+}
+
+/* Blob: u8 version (1) | u8 flags (1: a grant's key follows) | u8 provider
+ * name length | u8 fabric name length | u16 address length | names |
+ * address | [u64 key | u64 base]. */
+#define BLOB_HDR 6
+
+static int ofi_ad_pack(struct rma__transport *t, const struct rma__grant *g,
+		       void *buf, size_t cap)
+{
+	struct ofi_tr *ot = container_of(t, struct ofi_tr, base);
+	size_t pl = strlen(ot->prov_name), fl = strlen(ot->fabric_name);
+	size_t need = BLOB_HDR + pl + fl + ot->addr_len + (g ? 16 : 0);
+	const struct ofi_grant *og = NULL;
+	uint8_t *b = buf;
+
+	if (g) {
+		og = *rma__grant_slot((struct rma__grant *)g, t);
+		if (!og)
+			return -ENOENT;
+	}
+	if (cap < need)
+		return -ENOSPC;
+	b[0] = 1;
+	b[1] = g ? 1 : 0;
+	b[2] = (uint8_t)pl;
+	b[3] = (uint8_t)fl;
+	rma__put_le16(b + 4, (uint16_t)ot->addr_len);
+	b += BLOB_HDR;
+	memcpy(b, ot->prov_name, pl);
+	memcpy(b + pl, ot->fabric_name, fl);
+	memcpy(b + pl + fl, ot->addr, ot->addr_len);
+	b += pl + fl + ot->addr_len;
+	if (og) {
+		rma__put_le64(b, og->key);
+		rma__put_le64(b + 8, og->base);
+	}
+	return (int)need;
+}
+
+int rma__ofi_blob_parse(const void *blob, size_t len, const char **prov,
+			size_t *prov_len, const char **fab, size_t *fab_len,
+			const uint8_t **addr, size_t *addr_len, uint64_t *key,
+			uint64_t *base, bool *has_key)
+{
+	const uint8_t *b = blob;
+	if (len < BLOB_HDR || b[0] != 1 || (b[1] & ~1u) || !b[2] || !b[3])
+		return -EBADMSG;
+	size_t pl = b[2], fl = b[3], al = rma__le16(b + 4);
+	size_t need = BLOB_HDR + pl + fl + al + (b[1] ? 16 : 0);
+	if (!al || al > OFI_ADDR_MAX || pl >= OFI_NAME_MAX ||
+	    fl >= OFI_NAME_MAX || len != need)
+		return -EBADMSG;
+	*prov = (const char *)b + BLOB_HDR;
+	*prov_len = pl;
+	*fab = *prov + pl;
+	*fab_len = fl;
+	*addr = (const uint8_t *)*fab + fl;
+	*addr_len = al;
+	*has_key = b[1];
+	if (b[1]) {
+		*key = rma__le64(*addr + al);
+		*base = rma__le64(*addr + al + 8);
+	}
+	return 0;
+}
+
+static int ofi_ad_parse(const void *blob, size_t len, uint64_t core_key,
+			struct rma__rkey *rk)
+{
+	const char *prov, *fab;
+	const uint8_t *addr;
+	size_t pl, fl, al;
+	uint64_t key = 0, base = 0;
+	bool has_key;
+	if (rma__ofi_blob_parse(blob, len, &prov, &pl, &fab, &fl, &addr, &al,
+				&key, &base, &has_key))
+		return -EBADMSG;
+	rk->key = has_key ? key : core_key;
+	rk->base = base;
+	return 0;
+}
+
+static int ofi_reachable(struct rma__transport *t, const void *blob, size_t len)
+{
+	struct ofi_tr *ot = container_of(t, struct ofi_tr, base);
+	const char *prov, *fab;
+	const uint8_t *addr;
+	size_t pl, fl, al;
+	uint64_t key, base;
+	bool has_key;
+	if (rma__ofi_blob_parse(blob, len, &prov, &pl, &fab, &fl, &addr, &al,
+				&key, &base, &has_key) ||
+	    pl != strlen(ot->prov_name) || memcmp(prov, ot->prov_name, pl) ||
+	    fl != strlen(ot->fabric_name) || memcmp(fab, ot->fabric_name, fl) ||
+	    al > OFI_ADDR_MAX)
+		return RMA__DECLINE;
+	return 0;
+}
+
+static int ofi_raw(struct rma__transport *t, void *out, size_t cap)
+{
+	struct ofi_tr *ot = container_of(t, struct ofi_tr, base);
+	struct fid_domain *d = ot->domain;
+	if (cap < sizeof d)
+		return -ENOSPC;
+	memcpy(out, &d, sizeof d);
+	return (int)sizeof d;
+}
+
+const struct rma__transport_ops rma__ofi_ops = {
+	.name = "ofi",
+	.level = RMA_LEVEL_TCP,
+	.wire_id = 3,
+	.options = ofi_options,
+	.probe = ofi_probe,
+	.init = ofi_init,
+	.fini = ofi_fini,
+	.mem_reg = rma__ofi_mem_reg,
+	.mem_dereg = rma__ofi_mem_dereg,
+	.grant_add = rma__ofi_grant_add,
+	.grant_remove = rma__ofi_grant_remove,
+	.ad_pack = ofi_ad_pack,
+	.ad_parse = ofi_ad_parse,
+	.reachable = ofi_reachable,
+	.connect = rma__ofi_connect,
+	.disconnect = rma__ofi_disconnect,
+	.post = rma__ofi_post,
+	.abort = rma__ofi_abort,
+	.progress = rma__ofi_progress,
+	.arm = rma__ofi_arm,
+	.raw = ofi_raw,
+};

@@ -1,0 +1,342 @@
+/*
+ * peer.c - peers and the data path.
+ *
+ * Each peer gets an endpoint of its own (with its own completion queue and
+ * address vector) holding one AV entry: the owner's serving address.
+ * libfabric cannot cancel a posted RMA, so when an op dies with chunks
+ * posted, abort() answers RMA__ABORT_PENDING and gives the provider a
+ * short grace to report them; after that the peer's endpoint is closed
+ * (a reset), which stops the provider touching any of its buffers, and
+ * every chunk it held is reported.  The next post opens a fresh endpoint.
+ * Other peers never notice.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/ofi/ofi.h"
+
+static void list_init(struct ofi_ctx *h)
+{
+	h->prev = h->next = h;
+}
+
+static struct ofi_ctx *ctx_get(struct ofi_tr *ot)
+{
+	struct ofi_ctx *c = ot->free_ctx;
+	if (c) {
+		ot->free_ctx = c->next;
+		return c;
+	}
+	return malloc(sizeof *c);
+}
+
+static void ctx_put(struct ofi_tr *ot, struct ofi_ctx *c)
+{
+	c->next = ot->free_ctx;
+	ot->free_ctx = c;
+}
+
+/* Chunk c is over: report it and recycle its context. */
+static void ctx_done(struct ofi_ctx *c, int res)
+{
+	struct ofi_peer *pe = c->peer;
+	struct ofi_tr *ot = pe->ot;
+	uint64_t id = c->op_id, len = c->len;
+	c->prev->next = c->next;
+	c->next->prev = c->prev;
+	pe->n--;
+	ctx_put(ot, c);
+	rma__xfer_done(ot->e, id, len, res);
+}
+
+static int peer_open(struct ofi_peer *pe)
+{
+	int rc = rma__ofi_ep_open(pe->ot, pe, &pe->oe);
+	if (rc)
+		return rc;
+	rc = fi_av_insert(pe->oe->av, pe->addr, 1, &pe->fa, 0, NULL);
+	if (rc != 1) {
+		rma__warn("ofi: fi_av_insert: %s", rc < 0 ? fi_strerror(-rc)
+							 : "address refused");
+		rma__ofi_ep_close(pe->oe);
+		pe->oe = NULL;
+		return rc < 0 ? rma__ofi_err(rc) : -EHOSTUNREACH;
+	}
+	return 0;
+}
+
+/* Close the peer's endpoint: from here on the provider touches none of its
+ * chunks' memory; each is reported with err. */
+static void peer_reset(struct ofi_peer *pe, int err)
+{
+	pe->reset_due = false;
+	if (pe->oe) {
+		rma__ofi_ep_close(pe->oe);
+		pe->oe = NULL;
+	}
+	while (pe->inflight.next != &pe->inflight)
+		ctx_done(pe->inflight.next, err);
+}
+
+/* A completion error as the -errno its op gets.  The remote refusing a key
+ * or an address shows as ECANCELED (tcp;ofi_rxm), EACCES (sockets) or
+ * EKEYREJECTED; all mean the window is not (or no longer) there.  A
+ * broken connection is -ECONNRESET. */
+static int cq_errno(int err, int prov_errno)
+{
+	/* tcp;ofi_rxm: ECANCELED also ends every transfer of a connection
+	 * that broke; its provider errno says which. */
+	if (err == ECANCELED && (prov_errno == ENOTCONN || prov_errno == EPIPE ||
+				 prov_errno == ECONNRESET))
+		err = ECONNRESET;
+	switch (err) {
+	case ECANCELED: case EACCES: case EKEYREJECTED: case EINVAL:
+		return -EKEYREJECTED;
+	case ENOTCONN: case ECONNRESET: case EPIPE: case ECONNREFUSED:
+	case ECONNABORTED: case EHOSTUNREACH:
+		return -ECONNRESET;
+	case ETIMEDOUT:
+		return -ETIMEDOUT;
+	default:
+		return err > 0 && err < 256 ? -err : -EIO;
+	}
+}
+
+void rma__ofi_cq_drain(struct ofi_ep *oe)
+{
+	struct fi_cq_entry ent[OFI_CQ_BATCH];
+	struct ofi_peer *pe = oe->peer;
+
+	for (int round = 0; round < 64; round++) {
+		ssize_t n = fi_cq_read(oe->cq, ent, OFI_CQ_BATCH);
+		if (n > 0) {
+			for (ssize_t i = 0; i < n; i++)
+				if (ent[i].op_context)
+					ctx_done(ent[i].op_context, 0);
+			continue;
+		}
+		if (n == -FI_EAVAIL) {
+			struct fi_cq_err_entry ee = {0};
+			char buf[128];
+			if (fi_cq_readerr(oe->cq, &ee, 0) < 1)
+				break;
+			const char *why = fi_cq_strerror(oe->cq, ee.prov_errno,
+							 ee.err_data, buf, sizeof buf);
+			int res = cq_errno(ee.err, ee.prov_errno);
+			rma__info("ofi: %s: transfer failed: %s (%d), provider: %s (%d)",
+				  oe->ot->base.spec, fi_strerror(ee.err), ee.err,
+				  why ? why : "", ee.prov_errno);
+			/* A broken connection, or a refusal on tcp;ofi_rxm (which
+			 * drops the connection then and takes seconds to make a
+			 * new one): a new endpoint connects at once.  sockets
+			 * keeps its connection after a refusal. */
+			if (pe && (res == -ECONNRESET ||
+				   (res == -EKEYREJECTED && !strcmp(oe->ot->prov, "tcp"))))
+				pe->reset_due = true;
+			if (ee.op_context)
+				ctx_done(ee.op_context, res);
+			continue;
+		}
+		if (n != -FI_EAGAIN)
+			rma__warn("ofi: %s: completion queue: %s", oe->ot->base.spec,
+				  fi_strerror((int)-n));
+		break;
+	}
+	if (pe && pe->stalled) {
+		pe->stalled = false;
+		rma__peer_kick(&pe->base);
+	}
+	if (pe && pe->reset_due && !rma__timer_armed(&pe->abort_tm))
+		rma__timer_arm(oe->ot->e, &pe->abort_tm, 0);
+}
+
+/* The abort grace is over, or a reset is due: drain once more, then close
+ * the endpoint if a dead op still has chunks posted or the connection is
+ * known broken. */
+static void abort_timer(struct rma__timer *tm)
+{
+	struct ofi_peer *pe = container_of(tm, struct ofi_peer, abort_tm);
+	bool dead = pe->reset_due;
+	if (pe->oe)
+		rma__ofi_cq_drain(pe->oe);
+	for (struct ofi_ctx *c = pe->inflight.next; c != &pe->inflight && !dead;
+	     c = c->next)
+		dead = !rma__op_live(pe->ot->e, c->op_id);
+	if (dead && pe->n)
+		peer_reset(pe, -ECONNRESET);
+	else if (dead && pe->oe) { /* nothing in flight: reopen lazily */
+		rma__ofi_ep_close(pe->oe);
+		pe->oe = NULL;
+		pe->reset_due = false;
+	}
+}
+
+int rma__ofi_connect(struct rma__transport *t, const void *blob, size_t len,
+		     uint64_t engine_id, struct rma__peer **out)
+{
+	struct ofi_tr *ot = container_of(t, struct ofi_tr, base);
+	const char *prov, *fab;
+	const uint8_t *addr;
+	size_t pl, fl, al;
+	uint64_t key, base;
+	bool has_key;
+	struct ofi_peer *pe;
+	int rc;
+
+	if (rma__ofi_blob_parse(blob, len, &prov, &pl, &fab, &fl, &addr, &al,
+				&key, &base, &has_key))
+		return -EBADMSG;
+	pe = calloc(1, sizeof *pe);
+	if (!pe)
+		return -ENOMEM;
+	pe->ot = ot;
+	memcpy(pe->addr, addr, al);
+	pe->addr_len = al;
+	list_init(&pe->inflight);
+	pe->abort_tm.cb = abort_timer;
+	rc = peer_open(pe);
+	if (rc) {
+		free(pe);
+		return rc;
+	}
+	pe->base.max_msg = ot->max_msg;
+	pe->base.credits = ot->tx_size;
+	pe->next = ot->peers;
+	ot->peers = pe;
+	/* RDM has no connect: the provider connects on first use (rxm
+	 * answers -EAGAIN meanwhile). */
+	rma__peer_ready(&pe->base);
+	*out = &pe->base;
+	return 0;
+}
+
+void rma__ofi_disconnect(struct rma__peer *p, int err)
+{
+	struct ofi_peer *pe = container_of(p, struct ofi_peer, base);
+	struct ofi_tr *ot = pe->ot;
+	struct ofi_peer **pp = &ot->peers;
+
+	while (*pp && *pp != pe)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = pe->next;
+	rma__timer_cancel(ot->e, &pe->abort_tm);
+	if (pe->oe && pe->n)
+		rma__ofi_cq_drain(pe->oe); /* take what has finished */
+	rma__timer_cancel(ot->e, &pe->abort_tm);
+	peer_reset(pe, err);
+	free(pe);
+}
+
+int rma__ofi_post(struct rma__peer *p, const struct rma__xfer *x)
+{
+	struct ofi_peer *pe = container_of(p, struct ofi_peer, base);
+	struct ofi_tr *ot = pe->ot;
+	struct ofi_ctx *c;
+	ssize_t rc;
+	int err;
+
+	if (pe->reset_due)
+		return -EAGAIN; /* the reset timer runs this round */
+	if (!pe->oe && (err = peer_open(pe)))
+		return err;
+	c = ctx_get(ot);
+	if (!c)
+		return -ENOMEM;
+	c->peer = pe;
+	c->op_id = x->op_id;
+	c->len = x->len;
+	void *desc = x->ldesc ? fi_mr_desc(x->ldesc) : NULL;
+	if (x->kind == RMA_OP_PUT) {
+		struct iovec iov = { x->laddr, x->len };
+		struct fi_rma_iov riov = { x->raddr, x->len, x->rk->key };
+		struct fi_msg_rma m = {
+			.msg_iov = &iov, .desc = &desc, .iov_count = 1,
+			.addr = pe->fa, .rma_iov = &riov, .rma_iov_count = 1,
+			.context = &c->fctx,
+		};
+		/* Completion means the bytes are in the target's memory. */
+		rc = fi_writemsg(pe->oe->ep, &m, FI_DELIVERY_COMPLETE | FI_COMPLETION);
+	} else {
+		rc = fi_read(pe->oe->ep, x->laddr, x->len, desc, pe->fa, x->raddr,
+			     x->rk->key, &c->fctx);
+	}
+	if (rc == 0) {
+		c->prev = pe->inflight.prev;
+		c->next = &pe->inflight;
+		c->prev->next = c;
+		pe->inflight.prev = c;
+		pe->n++;
+		return 0;
+	}
+	ctx_put(ot, c);
+	if (rc == -FI_EAGAIN) {
+		/* Out of resources or still connecting: progress, then the
+		 * core retries (kicked from the drain), within the deadline. */
+		pe->stalled = true;
+		return -EAGAIN;
+	}
+	err = cq_errno((int)-rc, 0);
+	if (err == -ECONNRESET) {
+		/* The connection is gone: a new endpoint connects afresh. */
+		pe->reset_due = true;
+		rma__timer_arm(ot->e, &pe->abort_tm, 0);
+		return -EAGAIN;
+	}
+	rma__warn("ofi: %s: post: %s", ot->base.spec, fi_strerror((int)-rc));
+	return err;
+}
+
+int rma__ofi_abort(struct rma__peer *p, uint64_t op_id, int err)
+{
+	struct ofi_peer *pe = container_of(p, struct ofi_peer, base);
+	bool posted = false;
+	for (struct ofi_ctx *c = pe->inflight.next; c != &pe->inflight && !posted;
+	     c = c->next)
+		posted = c->op_id == op_id;
+	if (!posted)
+		return 0;
+	/* The provider may still write a get's buffer or read a put's: wait
+	 * for its word, and close the endpoint if it does not come soon. */
+	if (!rma__timer_armed(&pe->abort_tm))
+		rma__timer_arm(pe->ot->e, &pe->abort_tm,
+			       rma__now_ns() + OFI_ABORT_GRACE_NS);
+	return RMA__ABORT_PENDING;
+}
+
+void rma__ofi_progress(struct rma__transport *t)
+{
+	struct ofi_tr *ot = container_of(t, struct ofi_tr, base);
+	/* The passive side too: manual-progress providers connect and serve
+	 * only while their queue is read. */
+	rma__ofi_cq_drain(ot->serve);
+	for (struct ofi_peer *pe = ot->peers; pe; pe = pe->next)
+		if (pe->oe)
+			rma__ofi_cq_drain(pe->oe);
+}
+
+int rma__ofi_arm(struct rma__transport *t)
+{
+	struct ofi_tr *ot = container_of(t, struct ofi_tr, base);
+	struct fid *f;
+	if (!ot->wait_fd)
+		return 0; /* polled every poll_ns */
+	f = &ot->serve->cq->fid;
+	if (fi_trywait(ot->fabric, &f, 1))
+		return -EAGAIN;
+	for (struct ofi_peer *pe = ot->peers; pe; pe = pe->next) {
+		if (!pe->oe)
+			continue;
+		f = &pe->oe->cq->fid;
+		if (fi_trywait(ot->fabric, &f, 1))
+			return -EAGAIN;
+	}
+	return 0;
+}
+
+void rma__ofi_peers_fini(struct ofi_tr *ot)
+{
+	while (ot->peers)
+		rma__ofi_disconnect(&ot->peers->base, -ECANCELED);
+}

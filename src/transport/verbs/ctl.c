@@ -1,0 +1,421 @@
+/*
+ * ctl.c - the control connection: one TCP connection per initiator QP that
+ * runs the shared setup handshake (secret proof both ways, the engine id
+ * the advertisement named) with the QP info as each side's blob.
+ *
+ *   initiator                          target
+ *   QP in RESET, connect()   ------>   accept, mirror QP in RESET
+ *   setup (blob: its info)   <----->   setup (blob: its info)
+ *                                      mirror QP to RTS (it answers only)
+ *   QP to RTS, peer ready    <------   one byte 0: "the mirror is up"
+ *
+ * The byte keeps the initiator from sending before the target's QP can
+ * take packets.  The connection stays open: its end tells each side the
+ * other has gone (the initiator drains and fails the peer; the target
+ * destroys the mirror).
+ *
+ * A QP that went to the error state is replaced over the same connection,
+ * once drained: the initiator sends 'R' and its new QP's info, the target
+ * replaces its mirror and answers 'R' and the new mirror's info.  Ops
+ * queued meanwhile wait (the peer is connecting again), so one bad op
+ * fails only itself and what was in flight beside it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "transport/tcp/tcp.h"
+#include "transport/verbs/verbs.h"
+
+#include "transport/setup.h"
+
+enum {
+	CTL_CONNECTING, /* initiator: connect() in progress */
+	CTL_SETUP,      /* the handshake */
+	CTL_WAIT_UP,    /* initiator: waiting for the target's byte */
+	CTL_UP,
+	CTL_RESET,      /* initiator: a new QP's info sent, waiting for 'R' */
+};
+
+#define RESET_LEN (1 + RMA__VQP_INFO_LEN)
+
+struct vb_ctl {
+	struct rma__watch w;
+	struct vb_tr *vt;
+	struct vb_peer *peer;   /* initiator side; NULL on the target */
+	struct vb_ctl *next;    /* target: on vt->served */
+	int step;
+	int64_t deadline;
+	struct rma__vqp qp;     /* target: the mirror QP */
+	bool has_qp;
+	struct rma__vqp_info peer_info;
+	uint8_t rbuf[RESET_LEN];  /* a reset message coming in */
+	size_t rhave;
+	struct rma__setup s;
+};
+
+static void ctl_release(struct rma__watch *w)
+{
+	struct vb_ctl *c = container_of(w, struct vb_ctl, w);
+	close(w->fd);
+	free(c);
+}
+
+static void served_unlink(struct vb_ctl *c)
+{
+	struct vb_ctl **pp = &c->vt->served;
+	while (*pp && *pp != c)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = c->next;
+}
+
+/* Close; the memory goes once no thread can hold an event for it. */
+void rma__verbs_ctl_close(struct vb_ctl *c)
+{
+	if (!c->peer)
+		served_unlink(c);
+	if (c->has_qp) {
+		/* A mirror posts nothing: no DMA of ours to wait for. */
+		rma__vqp_destroy(&c->qp);
+		c->has_qp = false;
+	}
+	c->peer = NULL;
+	rma__watch_retire(c->vt->e, &c->w);
+}
+
+static void ctl_fail(struct vb_ctl *c, int err)
+{
+	struct vb_peer *p = c->peer;
+	if (p) {
+		p->ctl = NULL;
+		c->peer = NULL;
+		c->next = NULL;
+		rma__verbs_ctl_close(c);
+		rma__verbs_peer_lost(p, err);
+		return;
+	}
+	rma__verbs_ctl_close(c);
+}
+
+static int setup_start(struct vb_ctl *c, bool server, const struct rma__vqp *q)
+{
+	struct vb_tr *vt = c->vt;
+	struct rma__vqp_info me;
+	uint8_t blob[RMA__VQP_INFO_LEN];
+	struct rma__setup_params sp;
+
+	rma__vqp_info(q, &me);
+	rma__vqp_info_encode(&me, blob);
+	memset(&sp, 0, sizeof sp);
+	sp.key = vt->key;
+	sp.kind = VB_SETUP_KIND;
+	sp.engine_id = vt->engine_id;
+	sp.expect_id = server ? 0 : c->peer->expect_id;
+	sp.blob = blob;
+	sp.blob_len = sizeof blob;
+	c->step = CTL_SETUP;
+	return rma__setup_init(&c->s, c->w.fd, server, &sp);
+}
+
+/* The handshake is done: the peer's QP info is in the setup state. */
+static int setup_done(struct vb_ctl *c)
+{
+	if (rma__vqp_info_decode(c->s.peer_blob, c->s.peer_blob_len, &c->peer_info))
+		return -EPROTO;
+	if (c->peer) {
+		c->step = CTL_WAIT_UP;
+		return rma__watch_mod(c->vt->e, &c->w, EPOLLIN);
+	}
+	/* Target: the mirror goes up, then says so. */
+	int rc = rma__vqp_connect(&c->qp, &c->peer_info);
+	uint8_t zero = 0;
+	if (rc)
+		return rc;
+	if (send(c->w.fd, &zero, 1, MSG_NOSIGNAL) != 1)
+		return -errno;
+	c->step = CTL_UP;
+	return rma__watch_mod(c->vt->e, &c->w, EPOLLIN);
+}
+
+/* 'R' and a QP's info, all at once: the socket is idle but for this. */
+static int send_reset(struct vb_ctl *c, const struct rma__vqp *q)
+{
+	struct rma__vqp_info me;
+	uint8_t m[RESET_LEN];
+
+	rma__vqp_info(q, &me);
+	m[0] = 'R';
+	rma__vqp_info_encode(&me, m + 1);
+	if (send(c->w.fd, m, sizeof m, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof m)
+		return errno ? -errno : -EIO;
+	return 0;
+}
+
+/* Read one reset message: 1 done, 0 not yet, or -errno. */
+static int recv_reset(struct vb_ctl *c)
+{
+	ssize_t n = recv(c->w.fd, c->rbuf + c->rhave, RESET_LEN - c->rhave, 0);
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	if (n == 0)
+		return -ECONNRESET;
+	c->rhave += (size_t)n;
+	if (c->rhave < RESET_LEN)
+		return 0;
+	c->rhave = 0;
+	if (c->rbuf[0] != 'R' ||
+	    rma__vqp_info_decode(c->rbuf + 1, RMA__VQP_INFO_LEN, &c->peer_info))
+		return -EPROTO;
+	return 1;
+}
+
+int rma__verbs_ctl_reset(struct vb_peer *p)
+{
+	struct vb_ctl *c = p->ctl;
+	int rc;
+
+	if (!c || c->step != CTL_UP)
+		return -ENOTCONN;
+	rc = rma__verbs_new_qp(c->vt, &p->qp);
+	if (rc)
+		return rc;
+	p->has_qp = true;
+	rc = send_reset(c, &p->qp);
+	if (rc) {
+		rma__vqp_destroy(&p->qp);
+		p->has_qp = false;
+		return rc;
+	}
+	c->step = CTL_RESET;
+	c->deadline = rma__now_ns() + VB_HANDSHAKE_NS;
+	return 0;
+}
+
+/* Target: the initiator replaced its QP; replace the mirror to match. */
+static int mirror_reset(struct vb_ctl *c)
+{
+	int rc;
+
+	if (c->has_qp) {
+		rma__vqp_destroy(&c->qp);
+		c->has_qp = false;
+	}
+	rc = rma__verbs_new_qp(c->vt, &c->qp);
+	if (rc)
+		return rc;
+	c->has_qp = true;
+	rc = rma__vqp_connect(&c->qp, &c->peer_info);
+	return rc ? rc : send_reset(c, &c->qp);
+}
+
+static void ctl_cb(struct rma__watch *w, uint32_t events)
+{
+	struct vb_ctl *c = container_of(w, struct vb_ctl, w);
+	int rc = 0;
+
+	if (c->step == CTL_CONNECTING) {
+		int soerr = 0;
+		socklen_t sl = sizeof soerr;
+		getsockopt(w->fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+		if (soerr) {
+			ctl_fail(c, -soerr);
+			return;
+		}
+		rc = setup_start(c, false, &c->peer->qp);
+		if (rc) {
+			ctl_fail(c, rc);
+			return;
+		}
+	}
+	if (c->step == CTL_SETUP) {
+		rc = rma__setup_run(&c->s);
+		if (rc == -EINPROGRESS) {
+			rc = rma__watch_mod(c->vt->e, w, rma__setup_events(&c->s));
+			if (rc)
+				ctl_fail(c, rc);
+			return;
+		}
+		if (rc == 0)
+			rc = setup_done(c);
+		if (rc) {
+			if (rc == -EACCES)
+				rma__warn("verbs: peer refused: wrong secret");
+			ctl_fail(c, rc);
+		}
+		return;
+	}
+	if (c->step == CTL_WAIT_UP) {
+		uint8_t b;
+		ssize_t n = recv(w->fd, &b, 1, 0);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (n != 1 || b != 0) {
+			ctl_fail(c, n == 0 ? -ECONNRESET : n < 0 ? -errno : -EPROTO);
+			return;
+		}
+		c->step = CTL_UP;
+		rma__verbs_peer_up(c->peer, &c->peer_info);
+		return;
+	}
+	if (c->step == CTL_RESET || (c->step == CTL_UP && !c->peer)) {
+		rc = recv_reset(c);
+		if (rc == 1) {
+			if (c->peer) {
+				c->step = CTL_UP;
+				rma__verbs_peer_up(c->peer, &c->peer_info);
+				return;
+			}
+			rc = mirror_reset(c);
+		}
+		if (rc)
+			ctl_fail(c, rc);
+		return;
+	}
+	if (c->step == CTL_UP) {
+		/* The target says nothing unasked: data or EOF ends it. */
+		uint8_t b;
+		ssize_t n = recv(w->fd, &b, 1, 0);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		ctl_fail(c, n == 0 ? -ECONNRESET : n < 0 ? -errno : -EPROTO);
+	}
+}
+
+static struct vb_ctl *ctl_new(struct vb_tr *vt, int fd)
+{
+	struct vb_ctl *c = calloc(1, sizeof *c);
+	if (!c)
+		return NULL;
+	c->vt = vt;
+	c->w.fd = fd;
+	c->w.cb = ctl_cb;
+	c->w.release = ctl_release;
+	c->deadline = rma__now_ns() + VB_HANDSHAKE_NS;
+	return c;
+}
+
+static void accept_cb(struct rma__watch *w, uint32_t ev)
+{
+	for (;;) {
+		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		rma__tcp_tune_socket(fd); /* no Nagle wait on the last byte */
+		struct vb_tr *vt = container_of(w, struct vb_tr, lw);
+		struct vb_ctl *c = ctl_new(vt, fd);
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		if (rma__verbs_new_qp(vt, &c->qp)) {
+			close(fd);
+			free(c);
+			continue;
+		}
+		c->has_qp = true;
+		if (setup_start(c, true, &c->qp) ||
+		    rma__watch_add(vt->e, &c->w, EPOLLIN)) {
+			rma__vqp_destroy(&c->qp);
+			close(fd);
+			free(c);
+			continue;
+		}
+		c->next = vt->served;
+		vt->served = c;
+	}
+}
+
+int rma__verbs_ctl_listen(struct vb_tr *vt, const char *at, const char *advertise)
+{
+	struct sockaddr_storage sa, adv;
+	socklen_t len;
+	int fd, one = 1, rc;
+
+	if (!at)
+		at = "127.0.0.1:0";
+	rc = rma__tcp_parse_hostport(at, &sa, &len);
+	if (rc) {
+		rma__err("verbs: cannot parse listen address '%s' (want HOST:PORT)", at);
+		return rc;
+	}
+	fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (bind(fd, (struct sockaddr *)&sa, len) || listen(fd, 1024)) {
+		rc = -errno;
+		rma__err("verbs: cannot listen on %s: %s", at, strerror(errno));
+		close(fd);
+		return rc;
+	}
+	len = sizeof sa;
+	getsockname(fd, (struct sockaddr *)&sa, &len);
+	rc = rma__tcp_advertised(&sa, advertise, &adv);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	vt->addr_len = rma__tcp_blob_from_sa(&adv, vt->addr);
+	vt->lw.fd = fd;
+	vt->lw.cb = accept_cb;
+	rc = rma__watch_add(vt->e, &vt->lw, EPOLLIN);
+	if (rc)
+		close(fd);
+	return rc;
+}
+
+int rma__verbs_ctl_connect(struct vb_peer *p)
+{
+	struct vb_tr *vt = p->vt;
+	struct vb_ctl *c;
+	int fd, rc;
+
+	fd = socket(p->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	rma__tcp_tune_socket(fd);
+	if (connect(fd, (struct sockaddr *)&p->sa, p->salen) && errno != EINPROGRESS) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	c = ctl_new(vt, fd);
+	if (!c) {
+		close(fd);
+		return -ENOMEM;
+	}
+	c->peer = p;
+	c->step = CTL_CONNECTING;
+	rc = rma__watch_add(vt->e, &c->w, EPOLLOUT);
+	if (rc) {
+		close(fd);
+		free(c);
+		return rc;
+	}
+	p->ctl = c;
+	return 0;
+}
+
+/* Handshakes that never finish lose their connection. */
+void rma__verbs_ctl_tick(struct vb_tr *vt, int64_t now)
+{
+	for (struct vb_ctl *c = vt->served, *next; c; c = next) {
+		next = c->next;
+		if (c->step != CTL_UP && now > c->deadline)
+			ctl_fail(c, -ETIMEDOUT);
+	}
+	for (struct vb_peer *p = vt->peers; p; p = p->next)
+		if (p->ctl && p->ctl->step != CTL_UP && now > p->ctl->deadline)
+			ctl_fail(p->ctl, -ETIMEDOUT);
+}
+
+void rma__verbs_ctl_fini(struct vb_tr *vt)
+{
+	while (vt->served)
+		rma__verbs_ctl_close(vt->served);
+	close(vt->lw.fd);
+}

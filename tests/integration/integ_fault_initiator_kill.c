@@ -1,0 +1,149 @@
+/*
+ * Fault: an initiator is SIGKILLed mid-batch, 100 times over, against one
+ * target.  The target must give back what each dead peer held: its open
+ * file descriptors return to the count before the cycles and its resident
+ * memory grows by less than a bound far below what the cycles moved; it
+ * still serves, and its read-only region never changed.
+ */
+#include <sys/wait.h>
+
+#include "integ_fault.h"
+
+#define CYCLES 100
+#define WARMUP 3
+#define SIZE (16 * MiB)
+#define OPSZ (2 * MiB)
+#define NOPS 8
+#define RSS_SLACK_KB (48L * 1024) /* 100 cycles move 1.6 GiB */
+#define FD_SLACK 2
+/* a dead peer's connection state is kilobytes: 100 of them leaked would
+ * be several hundred KiB */
+#define HEAP_SLACK (192L << 10)
+
+struct child_arg {
+	const char *tr;
+	char tok[RMA_ADVERTISEMENT_TEXT_MAX];
+	char ro[RMA_ADVERTISEMENT_TEXT_MAX];
+	unsigned cycle;
+};
+
+/* Post puts and gets, say so, then keep progressing until killed. */
+static int initiator(void *arg, int in, int out)
+{
+	struct child_arg *a = arg;
+	rma_engine *e = fault_engine(a->tr);
+	rma_remote *rw, *ro;
+	CHECK_RC(rma_remote_parse(a->tok, &rw), 0);
+	CHECK_RC(rma_remote_parse(a->ro, &ro), 0);
+	char *buf = test_alloc((size_t)NOPS * OPSZ);
+	test_fill(buf, (size_t)NOPS * OPSZ, 100 + a->cycle);
+	rma_region *l = integ_region(e, buf, (size_t)NOPS * OPSZ);
+	CHECK_RC(rma_peer_connect(e, rw, 10000), 0);
+	struct rma_op ops[NOPS];
+	for (int i = 0; i < NOPS; i++) {
+		int get = (i + (int)a->cycle) % 2;
+		ops[i] = (struct rma_op){
+			.kind = get ? RMA_OP_GET : RMA_OP_PUT, .local = l,
+			.local_off = (uint64_t)i * OPSZ,
+			.remote = i % 4 == 3 ? ro : rw,
+			.remote_off = (uint64_t)((i + a->cycle) % (SIZE / OPSZ)) * OPSZ,
+			.len = OPSZ };
+		if (ops[i].remote == ro) { /* 1 MiB, read only */
+			ops[i].kind = RMA_OP_GET;
+			ops[i].len = TARGET_SMALL / 2;
+			ops[i].remote_off = (a->cycle % 2) * (TARGET_SMALL / 2);
+		}
+	}
+	int err = 0;
+	int n = rma_post(e, ops, NOPS, 20000, &err);
+	CHECKF(n == NOPS, "rma_post: %d of %d (%s)", n, NOPS, rma_strerror(err));
+	test_send_line(out, "posted");
+	struct rma_completion c[NOPS];
+	for (;;)
+		rma_poll(e, c, NOPS), test_sleep_ms(1);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	test_watchdog(170);
+	const char *tr = fault_transport(argc, argv);
+	uint64_t seed = test_seed("initiator_kill");
+	struct target_opts o = { .transports = tr, .rw_size = SIZE, .rw_seed = 3 };
+	struct target t;
+	if (target_start(&t, &o))
+		return TEST_SKIP;
+	struct child_arg a = { .tr = tr };
+	target_token(&t, "rw", 0, 0, 0, a.tok, sizeof a.tok);
+	target_token(&t, "ro", 0, 0, 0, a.ro, sizeof a.ro);
+	uint32_t ro_crc = target_crc(&t, "ro", 0, TARGET_SMALL);
+
+	int fds0 = 0;
+	long rss0 = 0, heap0 = -1;
+	char rep[64];
+	int64_t t0 = test_now_ms();
+	for (unsigned i = 0; i < WARMUP + CYCLES; i++) {
+		if (i == WARMUP) {
+			/* the warm-up connections are gone once the count settles */
+			test_sleep_ms(500);
+			fds0 = fault_fds(t.pid);
+			rss0 = fault_rss_kb(t.pid);
+			if (!target_try(&t, rep, sizeof rep, "heap"))
+				heap0 = atol(rep);
+			printf("before: target fds %d, VmRSS %ld KiB, heap %ld B\n",
+			       fds0, rss0, heap0);
+		}
+		int to, from;
+		char line[64];
+		a.cycle = i;
+		pid_t pid = test_fork(initiator, &a, &to, &from);
+		int n = test_recv_line(from, line, sizeof line, 20000);
+		CHECKF(n > 0 && !strcmp(line, "posted"),
+		       "cycle %u: initiator did not post (%s)", i,
+		       n > 0 ? line : n == 0 ? "exited" : "no answer in 20 s");
+		/* 0-3 ms in: a 16 MiB batch is still on the wire */
+		test_sleep_ms((int)test_rand_range(&seed, 0, 3));
+		CHECK(kill(pid, SIGKILL) == 0);
+		int st = test_reap(pid, 5000);
+		CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+		       "cycle %u: initiator ended otherwise (0x%x)", i, st);
+		close(to);
+		close(from);
+	}
+	printf("%d cycles in %lld ms\n", CYCLES, (long long)(test_now_ms() - t0));
+
+	/* The target notices each close in its own time: allow seconds. */
+	int fds1 = 0;
+	for (int64_t end = test_now_ms() + 20000; test_now_ms() < end;
+	     test_sleep_ms(100))
+		if ((fds1 = fault_fds(t.pid)) <= fds0 + FD_SLACK)
+			break;
+	long rss1 = fault_rss_kb(t.pid);
+	printf("after: target fds %d, VmRSS %ld KiB (%+ld KiB)\n", fds1, rss1,
+	       rss1 - rss0);
+	CHECKF(fds1 <= fds0 + FD_SLACK, "target holds %d fds, %d before", fds1,
+	       fds0);
+	CHECKF(rss1 - rss0 < RSS_SLACK_KB, "target VmRSS grew by %ld KiB",
+	       rss1 - rss0);
+	if (heap0 >= 0) {
+		target_cmd(&t, rep, sizeof rep, "heap");
+		long heap1 = atol(rep);
+		printf("after: target heap %ld B (%+ld)\n", heap1, heap1 - heap0);
+		CHECKF(heap1 - heap0 < HEAP_SLACK, "target heap grew by %ld B "
+		       "over %d dead peers", heap1 - heap0, CYCLES);
+	}
+
+	/* It still serves, and nothing wrote to its read-only region. */
+	rma_engine *e = fault_engine(tr);
+	char *buf = test_alloc(SIZE);
+	rma_region *l = integ_region(e, buf, SIZE);
+	rma_remote *ro = integ_remote(&t, "ro");
+	CHECK_RC(integ_op(e, RMA_OP_GET, l, ro, 0, TARGET_SMALL, 20000), TARGET_SMALL);
+	CHECK_EQ(test_check_fill(buf, TARGET_SMALL, TARGET_RO_SEED), -1);
+	CHECK_EQ_U64(target_crc(&t, "ro", 0, TARGET_SMALL), ro_crc);
+	rma_remote_free(ro);
+	rma_engine_destroy(e);
+	target_stop(&t);
+	printf("ok\n");
+	return 0;
+}

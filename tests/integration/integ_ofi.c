@@ -1,0 +1,356 @@
+/*
+ * integ_ofi.c - what the ofi transport adds to the conformance suite.
+ * Usage: integ_ofi CASE [PROV]  (PROV: tcp, the default, or sockets)
+ *
+ *   route      same-level instances: the first entry of the owner's
+ *              advertisement wins, so a default engine keeps tcp
+ *   ro_key     a read-only token edited to say read-write (crc fixed) still
+ *              cannot write: the grant's own MR has no remote write
+ *   window     a token edited to a longer window still cannot reach past
+ *              the real one: the grant's MR has the window's bounds
+ *   wrong_key  a forged key is refused with -EKEYREJECTED, and the next
+ *              good op to that target works
+ *   killed     a target killed mid-batch: every op ends with an error
+ *              within its deadline, and another target is still served
+ *   late       gets to a stopped target time out; when it wakes, its
+ *              replies must not land (libfabric cannot cancel: the
+ *              transport closes the peer's endpoint), and the next op works
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "integ_common.h"
+#include "util/base64url.h"
+
+#define OFI_WIRE_ID 3
+static char spec[64];
+
+static rma_engine *engine_of(const char *transports)
+{
+	struct rma_config cfg;
+	rma_engine *e;
+	rma_config_init(&cfg);
+	cfg.transports = transports;
+	CHECK_RC(rma_engine_create(&cfg, &e), 0);
+	return e;
+}
+
+static int start(struct target *t, const char *transports, size_t size)
+{
+	static struct target_opts o[4]; /* read by the child after fork */
+	static int n;
+	struct target_opts *p = &o[n++ % 4];
+	p->transports = transports;
+	p->rw_size = size;
+	p->rw_seed = 7;
+	return target_start(t, p);
+}
+
+/* A target window's advertisement as bytes. */
+static int ad_bytes(struct target *t, const char *region, uint64_t off,
+		    uint64_t len, unsigned access, uint8_t *b)
+{
+	char tok[RMA_ADVERTISEMENT_TEXT_MAX];
+	target_token(t, region, off, len, access, tok, sizeof tok);
+	int n = rma__b64_decode(tok + 4, strlen(tok) - 4, b, RMA_ADVERTISEMENT_MAX);
+	CHECKF(n > 36, "cannot decode token '%s'", tok);
+	return n;
+}
+
+/* Edited bytes made valid again (the crc covers the rest). */
+static rma_remote *reseal(uint8_t *b, int n)
+{
+	uint32_t crc = rma_crc32c(0, b, (size_t)n - 4);
+	rma_remote *r;
+	for (int i = 0; i < 4; i++)
+		b[n - 4 + i] = (uint8_t)(crc >> (8 * i));
+	CHECK_RC(rma_remote_decode(b, (size_t)n, &r), 0);
+	return r;
+}
+
+/* The ofi entry's blob (version 2 layout, design.md section 9). */
+static uint8_t *ofi_blob(uint8_t *b, int n, unsigned *blen)
+{
+	size_t o = 34 + (size_t)(b[32] | b[33] << 8);
+	for (unsigned i = 0; i < b[6] && o + 4 <= (size_t)n; i++) {
+		unsigned len = b[o + 2] | b[o + 3] << 8;
+		if (b[o] == OFI_WIRE_ID) {
+			*blen = len;
+			return b + o + 4;
+		}
+		o += 4 + len;
+	}
+	FAIL("no ofi entry in the advertisement");
+}
+
+static const char *route_of(rma_engine *e, rma_remote *r)
+{
+	static struct rma_route_info ri;
+	CHECK_RC(rma_peer_route(e, r, &ri), 0);
+	return ri.transport;
+}
+
+static int case_route(void)
+{
+	struct target t;
+	int rc = start(&t, NULL, 4 * MiB);
+	if (rc)
+		return rc;
+	rma_engine *e = engine_of(NULL);
+	rma_remote *r = integ_remote(&t, "rw");
+	CHECKF(!strcmp(route_of(e, r), "tcp"),
+	       "a default engine routes over %s, not tcp", route_of(e, r));
+	rma_remote_free(r);
+	rma_engine_destroy(e);
+	target_stop(&t);
+
+	/* The owner lists ofi first: ofi wins the tie, whatever the
+	 * initiator's own order. */
+	char list[96];
+	snprintf(list, sizeof list, "%s,tcp", spec);
+	if ((rc = start(&t, list, 4 * MiB)))
+		return rc;
+	snprintf(list, sizeof list, "tcp,%s", spec);
+	e = engine_of(list);
+	r = integ_remote(&t, "rw");
+	CHECKF(!strncmp(route_of(e, r), "ofi", 3),
+	       "an owner listing ofi first is reached over %s", route_of(e, r));
+	char *buf = test_alloc(MiB);
+	rma_region *l = integ_region(e, buf, MiB);
+	test_fill(buf, MiB, 99);
+	CHECK_RC(integ_op(e, RMA_OP_PUT, l, r, 0, MiB, 10000), MiB);
+	CHECK_EQ_U64(target_crc(&t, "rw", 0, MiB), rma_crc32c(0, buf, MiB));
+	rma_remote_free(r);
+	rma_engine_destroy(e);
+	target_stop(&t);
+	return 0;
+}
+
+static int case_ro_key(void)
+{
+	struct target t;
+	uint8_t b[RMA_ADVERTISEMENT_MAX];
+	int rc = start(&t, spec, 4 * MiB);
+	if (rc)
+		return rc;
+	rma_engine *e = engine_of(spec);
+	char *buf = test_alloc(MiB);
+	rma_region *l = integ_region(e, buf, MiB);
+	uint32_t before = target_crc(&t, "ro", 0, MiB);
+	int n = ad_bytes(&t, "ro", 0, 0, 0, b);
+	CHECK_EQ(b[5], RMA_ACCESS_REMOTE_READ);
+	b[5] = RMA_ACCESS_REMOTE_RW;
+	rma_remote *r = reseal(b, n);
+	memset(buf, 0x5a, MiB);
+	int64_t res = integ_op(e, RMA_OP_PUT, l, r, 0, 4096, 10000);
+	CHECKF(res < 0, "a put through a read-only grant's key succeeded");
+	CHECK_RC(res, -EKEYREJECTED);
+	CHECK_EQ_U64(target_crc(&t, "ro", 0, MiB), before);
+	/* Its reads still work. */
+	CHECK_RC(integ_op(e, RMA_OP_GET, l, r, 0, MiB, 10000), MiB);
+	CHECK_EQ(test_check_fill(buf, MiB, TARGET_RO_SEED), -1);
+	rma_remote_free(r);
+	rma_engine_destroy(e);
+	target_stop(&t);
+	return 0;
+}
+
+static int case_window(void)
+{
+	struct target t;
+	uint8_t b[RMA_ADVERTISEMENT_MAX];
+	int rc = start(&t, spec, 4 * MiB);
+	if (rc)
+		return rc;
+	rma_engine *e = engine_of(spec);
+	char *buf = test_alloc(MiB);
+	rma_region *l = integ_region(e, buf, MiB);
+	uint32_t before = target_crc(&t, "rw", 0, 4 * MiB);
+	int n = ad_bytes(&t, "rw", 65536, 65536, 0, b);
+	b[24 + 2] = 0x11; /* window length 0x10000 -> 0x110000 */
+	rma_remote *r = reseal(b, n);
+	CHECK_EQ_U64(rma_remote_length(r), MiB + 65536);
+	memset(buf, 0x5a, MiB);
+	int64_t res = integ_op(e, RMA_OP_PUT, l, r, 65536, 4096, 10000);
+	CHECKF(res < 0, "a put past the real window succeeded");
+	res = integ_op(e, RMA_OP_PUT, l, r, 65536 - 100, 200, 10000);
+	CHECKF(res < 0, "a put across the real window's end succeeded");
+	CHECK_EQ_U64(target_crc(&t, "rw", 0, 4 * MiB), before);
+	/* Inside it: fine. */
+	CHECK_RC(integ_op(e, RMA_OP_PUT, l, r, 0, 65536, 10000), 65536);
+	rma_remote_free(r);
+	rma_engine_destroy(e);
+	target_stop(&t);
+	return 0;
+}
+
+static int case_wrong_key(void)
+{
+	struct target t;
+	uint8_t b[RMA_ADVERTISEMENT_MAX];
+	unsigned blen;
+	int rc = start(&t, spec, 4 * MiB);
+	if (rc)
+		return rc;
+	rma_engine *e = engine_of(spec);
+	char *buf = test_alloc(MiB);
+	rma_region *l = integ_region(e, buf, MiB);
+	int n = ad_bytes(&t, "rw", 0, 0, 0, b);
+	uint8_t *blob = ofi_blob(b, n, &blen);
+	blob[blen - 16] ^= 0x01; /* the key's low byte */
+	rma_remote *bad = reseal(b, n);
+	rma_remote *good = integ_remote(&t, "rw");
+	for (int i = 0; i < 3; i++) {
+		CHECK_RC(integ_op(e, RMA_OP_GET, l, bad, 0, 4096, 10000), -EKEYREJECTED);
+		int64_t t0 = test_now_ms();
+		CHECK_RC(integ_op(e, RMA_OP_GET, l, good, 0, MiB, 10000), MiB);
+		CHECKF(test_now_ms() - t0 < 2000, "the good op after a refusal took "
+		       "%lld ms", (long long)(test_now_ms() - t0));
+		CHECK_EQ(test_check_fill(buf, MiB, 7), -1);
+	}
+	rma_remote_free(bad);
+	rma_remote_free(good);
+	rma_engine_destroy(e);
+	target_stop(&t);
+	return 0;
+}
+
+#define KN 8
+static int case_killed(void)
+{
+	struct target t, t2;
+	const int deadline = 3000;
+	int rc = start(&t, spec, 64 * MiB);
+	if (rc)
+		return rc;
+	if ((rc = start(&t2, spec, 4 * MiB)))
+		return rc;
+	rma_engine *e = engine_of(spec);
+	char *buf = test_alloc(64 * MiB);
+	rma_region *l = integ_region(e, buf, 64 * MiB);
+	rma_remote *r = integ_remote(&t, "rw"), *r2 = integ_remote(&t2, "rw");
+	CHECK_RC(rma_peer_connect(e, r, 10000), 0);
+	CHECK_RC(integ_op(e, RMA_OP_GET, l, r, 0, 4096, 10000), 4096);
+
+	struct rma_op ops[KN];
+	for (int i = 0; i < KN; i++)
+		ops[i] = (struct rma_op){ .kind = i % 2 ? RMA_OP_PUT : RMA_OP_GET,
+					  .local = l, .local_off = (uint64_t)i * 8 * MiB,
+					  .remote = r, .remote_off = (uint64_t)i * 8 * MiB,
+					  .len = 8 * MiB, .user_data = (uint64_t)i };
+	CHECK_RC(rma_post(e, ops, KN, deadline, NULL), KN);
+	CHECK(kill(t.pid, SIGKILL) == 0);
+	int64_t t0 = test_now_ms();
+	test_reap(t.pid, 5000);
+	test_forget_child(t.pid);
+
+	struct rma_completion c[KN];
+	int got = 0, failed = 0;
+	while (got < KN && test_now_ms() - t0 < deadline + 2000) {
+		int n = rma_poll(e, c + got, (size_t)(KN - got));
+		CHECK_OK(n);
+		got += n;
+		if (!n)
+			test_sleep_ms(5);
+	}
+	CHECKF(got == KN, "%d of %d ops ended within their deadline", got, KN);
+	for (int i = 0; i < KN; i++)
+		if (c[i].result < 0)
+			failed++;
+		else
+			CHECK_EQ(c[i].result, 8 * MiB); /* finished before the kill */
+	CHECKF(failed > 0, "no op failed although the target was killed");
+	printf("killed: %d of %d failed in %lld ms\n", failed, KN,
+	       (long long)(test_now_ms() - t0));
+
+	/* The other target is served. */
+	CHECK_RC(integ_op(e, RMA_OP_GET, l, r2, 0, 4 * MiB, 10000), 4 * MiB);
+	CHECK_EQ(test_check_fill(buf, 4 * MiB, 7), -1);
+	rma_remote_free(r);
+	rma_remote_free(r2);
+	rma_engine_destroy(e);
+	target_stop(&t2);
+	return 0;
+}
+
+static int case_late(void)
+{
+	struct target t;
+	const int deadline = 300;
+	int rc = start(&t, spec, 16 * MiB);
+	if (rc)
+		return rc;
+	rma_engine *e = engine_of(spec);
+	char *buf = test_alloc(16 * MiB);
+	rma_region *l = integ_region(e, buf, 16 * MiB);
+	rma_remote *r = integ_remote(&t, "rw");
+	CHECK_RC(integ_op(e, RMA_OP_GET, l, r, 0, 4096, 10000), 4096);
+	memset(buf, 0xEE, 16 * MiB);
+	test_stop_child(t.pid);
+	struct rma_op ops[4];
+	int64_t res[4];
+	for (int i = 0; i < 4; i++)
+		ops[i] = (struct rma_op){ .kind = RMA_OP_GET, .local = l,
+					  .local_off = (uint64_t)i * 4 * MiB,
+					  .remote = r, .len = 4 * MiB };
+	int64_t t0 = test_now_ms();
+	CHECK_RC(rma_submit(e, ops, 4, deadline, res, NULL, 0), 4);
+	int64_t dt = test_now_ms() - t0;
+	for (int i = 0; i < 4; i++)
+		CHECK_RC(res[i], -ETIMEDOUT);
+	CHECKF(dt < deadline + 1000, "timed-out gets took %lld ms", (long long)dt);
+	test_cont_child(t.pid);
+	test_sleep_ms(300);
+	for (size_t i = 0; i < 16 * MiB; i++)
+		CHECKF((unsigned char)buf[i] == 0xEE,
+		       "a timed-out get wrote byte %zu after the target woke", i);
+	CHECK_RC(integ_op(e, RMA_OP_GET, l, r, 0, 16 * MiB, 10000), 16 * MiB);
+	CHECK_EQ(test_check_fill(buf, 16 * MiB, 7), -1);
+	rma_remote_free(r);
+	rma_engine_destroy(e);
+	target_stop(&t);
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	int (*fn)(void);
+} cases[] = {
+	{ "route", case_route },
+	{ "ro_key", case_ro_key },
+	{ "window", case_window },
+	{ "wrong_key", case_wrong_key },
+	{ "killed", case_killed },
+	{ "late", case_late },
+};
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s CASE [PROV]\n", argv[0]);
+		return 1;
+	}
+	snprintf(spec, sizeof spec, "ofi:prov=%s", argc > 2 ? argv[2] : "tcp");
+	test_watchdog(100);
+	struct rma_transport_info info[16];
+	int n = rma_transports(info, 16);
+	CHECK_OK(n);
+	for (int i = 0; i < n && i < 16; i++)
+		if (!strcmp(info[i].name, "ofi") && !info[i].available)
+			SKIP("ofi not available: %s", info[i].detail);
+	rma_engine *probe;
+	struct rma_config cfg;
+	rma_config_init(&cfg);
+	cfg.transports = spec;
+	if (rma_engine_create(&cfg, &probe))
+		SKIP("%s cannot start here", spec);
+	rma_engine_destroy(probe);
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+		if (!strcmp(argv[1], cases[i].name))
+			return cases[i].fn();
+	fprintf(stderr, "unknown case '%s'\n", argv[1]);
+	return 1;
+}

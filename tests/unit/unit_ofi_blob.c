@@ -1,0 +1,71 @@
+/* The ofi advertisement blob: a good one decodes to its key and base; every
+ * truncation, extension, bad length byte, unknown flag or version is
+ * -EBADMSG.  ad_parse runs on untrusted bytes without an engine. */
+#include <errno.h>
+#include <string.h>
+
+#include "check.h"
+#include "transport/transport.h"
+
+/* u8 version | u8 flags | u8 prov len | u8 fabric len | u16 addr len |
+ * prov | fabric | addr | u64 key | u64 base */
+static size_t good(uint8_t *b)
+{
+	const char *prov = "tcp;ofi_rxm", *fab = "127.0.0.1/32";
+	size_t pl = strlen(prov), fl = strlen(fab), al = 16, o = 6;
+	b[0] = 1;
+	b[1] = 1;
+	b[2] = (uint8_t)pl;
+	b[3] = (uint8_t)fl;
+	b[4] = (uint8_t)al;
+	b[5] = 0;
+	memcpy(b + o, prov, pl);
+	memcpy(b + o + pl, fab, fl);
+	o += pl + fl;
+	for (size_t i = 0; i < al; i++)
+		b[o++] = (uint8_t)(0xa0 + i);
+	for (int i = 0; i < 8; i++)
+		b[o++] = (uint8_t)(0x11 * (i + 1)); /* key */
+	for (int i = 0; i < 8; i++)
+		b[o++] = (uint8_t)(i == 1 ? 0x10 : 0); /* base 0x1000 */
+	return o;
+}
+
+int main(void)
+{
+	const struct rma__transport_ops *ofi = rma__transport_by_name("ofi", 3);
+	const char *why;
+	uint8_t b[256], c[256];
+	struct rma__rkey rk;
+
+	if (!ofi || ofi->probe(&why))
+		SKIP("ofi not available");
+	size_t n = good(b);
+	memset(&rk, 0, sizeof rk);
+	CHECK_RC(ofi->ad_parse(b, n, 42, &rk), 0);
+	CHECK_EQ_U64(rk.key, 0x8877665544332211ULL);
+	CHECK_EQ_U64(rk.base, 0x1000);
+
+	/* The engine address (no grant part): the core key stands. */
+	memcpy(c, b, n);
+	c[1] = 0;
+	CHECK_RC(ofi->ad_parse(c, n - 16, 42, &rk), 0);
+	CHECK_EQ_U64(rk.key, 42);
+	CHECK_EQ_U64(rk.base, 0);
+
+	for (size_t len = 0; len < n; len++)
+		CHECK_RC(ofi->ad_parse(b, len, 42, &rk), -EBADMSG);
+	CHECK_RC(ofi->ad_parse(b, n + 1, 42, &rk), -EBADMSG);
+	for (size_t i = 0; i < 6; i++) {
+		for (unsigned d = 1; d < 256; d += 37) {
+			memcpy(c, b, n);
+			c[i] = (uint8_t)(c[i] + d);
+			CHECKF(ofi->ad_parse(c, n, 42, &rk) == -EBADMSG,
+			       "header byte %zu + %u accepted", i, d);
+		}
+	}
+	memcpy(c, b, n);
+	c[2] = 0; /* no provider name */
+	CHECK_RC(ofi->ad_parse(c, n, 42, &rk), -EBADMSG);
+	return 0;
+}
