@@ -34,6 +34,7 @@
 /* A parsed transport spec: "tcp:listen=0.0.0.0:7000:stripes=4". */
 struct rma__topts {
 	const struct rma__transport_ops *ops;
+	bool named;  /* listed by the user, not a default engine's pick */
 	unsigned n;
 	const char *name[RMA__MAX_OPTS];
 	const char *val[RMA__MAX_OPTS];

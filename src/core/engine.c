@@ -80,6 +80,7 @@ static int start_transports(struct rma_engine *e)
 				size_t len = comma ? (size_t)(comma - p) : strlen(p);
 				if ((rc = rma__tspec_parse(p, len, &o)))
 					return rc;
+				o.named = true;
 				if (pass && (rc = start_one(e, &o, p, len, true)))
 					return rc;
 				p += len + (comma ? 1 : 0);

@@ -111,6 +111,11 @@ const char *rma__topts_help(const struct rma__transport_ops *ops)
 	return o ? buf : "no options";
 }
 
+bool rma__topts_named(const struct rma__topts *o)
+{
+	return o && o->named;
+}
+
 const char *rma__topt(const struct rma__topts *o, const char *name)
 {
 	for (unsigned i = 0; o && i < o->n; i++)

@@ -210,6 +210,9 @@ struct rma__peer {
 
 /* ---- options ---- */
 
+/* Was this instance asked for by name?  (false: a default engine starts
+ * every available transport; one that only costs there may decline.) */
+bool rma__topts_named(const struct rma__topts *o);
 /* Value of option `name` in an instance's spec, or NULL if not given. */
 const char *rma__topt(const struct rma__topts *o, const char *name);
 /* Same, as an unsigned in [lo, hi]: 0 and *out, 1 if absent, -EINVAL. */

@@ -310,6 +310,10 @@ static int ofi_init(struct rma_engine *e, const struct rma__topts *o,
 		if (prov ? strcmp(prov, provs[i].opt)
 			 : i >= AUTO_PROVS || !probe_has[i])
 			continue;
+		/* A default engine already has tcp: ofi over a TCP-level
+		 * provider would only add its cost to every progress round. */
+		if (!prov && !rma__topts_named(o) && provs[i].level != RMA_LEVEL_NIC)
+			continue;
 		rc = getinfo(provs[i].prov, node, &ot->info);
 		if (rc == 0) {
 			ot->prov = provs[i].opt;
@@ -321,6 +325,9 @@ static int ofi_init(struct rma_engine *e, const struct rma__topts *o,
 		if (prov)
 			rma__err("ofi: provider %s offers no RDM endpoint with RMA "
 				 "here (%s)", prov, fi_strerror(-rc));
+		else if (!rma__topts_named(o))
+			rma__info("ofi: no NIC provider (efa, verbs) here; not started "
+				  "in a default engine (name it, e.g. ofi:tcp)");
 		goto fail;
 	}
 	struct fi_info *fi = ot->info;
