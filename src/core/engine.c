@@ -219,6 +219,11 @@ RMA_EXPORT int rma_engine_create(const struct rma_config *cfg, rma_engine **out)
 	rc = rma__ops_init(e);
 	if (rc)
 		goto fail;
+	e->ptab_cap = 16; /* the peer table; doubles as peers come */
+	e->ptab = calloc(e->ptab_cap, sizeof *e->ptab);
+	rc = -ENOMEM;
+	if (!e->ptab)
+		goto fail;
 	e->epfd = epoll_create1(EPOLL_CLOEXEC);
 	e->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	rc = -errno;

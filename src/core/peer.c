@@ -30,8 +30,6 @@ static unsigned slot_of(const struct rma_engine *e, uint64_t engine_id,
 struct rma__peer *rma__peer_find(struct rma_engine *e, uint64_t engine_id,
 				 const struct rma__transport *t)
 {
-	if (!e->ptab)
-		return NULL;
 	for (struct rma__peer *p = e->ptab[slot_of(e, engine_id, t)]; p; p = p->hnext)
 		if (p->engine_id == engine_id && p->t == t)
 			return p;
@@ -39,11 +37,12 @@ struct rma__peer *rma__peer_find(struct rma_engine *e, uint64_t engine_id,
 }
 
 /* Add p (t and engine_id set) to the list and the table, which doubles
- * when full.  Only connects get here, never the data path. */
+ * when half full (if memory allows; else its chains just grow longer).
+ * Only connects get here, never the data path. */
 static void peer_link(struct rma_engine *e, struct rma__peer *p)
 {
-	if (e->npeers + 1 > e->ptab_cap / 2 || !e->ptab) {
-		unsigned cap = e->ptab_cap ? e->ptab_cap * 2 : 16;
+	if (e->npeers + 1 > e->ptab_cap / 2) {
+		unsigned cap = e->ptab_cap * 2;
 		struct rma__peer **tab = calloc(cap, sizeof *tab);
 		if (tab) {
 			struct rma__peer **old = e->ptab;
@@ -55,9 +54,6 @@ static void peer_link(struct rma_engine *e, struct rma__peer *p)
 				tab[i] = q;
 			}
 			free(old);
-		} else if (!e->ptab) {
-			rma__err("peer table: out of memory");
-			abort(); /* 16 pointers: there is no way on */
 		}
 	}
 	unsigned i = slot_of(e, p->engine_id, p->t);
