@@ -166,8 +166,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (fd < 0)
 		stopped_serving("socket", -errno);
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	if (connect(fd, (struct sockaddr *)&addr, sizeof addr))
-		stopped_serving("connect", -errno);
+	/* A signal (libfabric's providers, loaded with the library, use
+	 * timers) may interrupt the connect; it then completes on its own. */
+	if (connect(fd, (struct sockaddr *)&addr, sizeof addr)) {
+		int err = errno, so = 0;
+		socklen_t sl = sizeof so;
+		struct pollfd pf = {.fd = fd, .events = POLLOUT};
+		if (err != EINTR || poll(&pf, 1, 10000) != 1 ||
+		    getsockopt(fd, SOL_SOCKET, SO_ERROR, &so, &sl) || so)
+			stopped_serving("connect", -(err != EINTR ? err : so ? so : ETIMEDOUT));
+	}
 	if ((rc = handshake(fd)))
 		stopped_serving("handshake", rc);
 	size_t sent = 0;
