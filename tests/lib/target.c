@@ -241,10 +241,122 @@ static int target_main(void *arg, int in, int out)
 	return 0;
 }
 
+/*
+ * The target runs in a fresh image of this program.  A test forks it after
+ * its own engines run threads, and a forked child inherits any lock such a
+ * thread held at that moment (the allocator's, under a sanitizer) and can
+ * hang on it.  So the child only calls execve, which is safe after fork,
+ * and the new image's constructor below serves as the target, reading its
+ * options from the environment prepared here, before the fork.
+ */
+#define TENV "RMA_TEST_TARGET"
+
+struct target_exec {
+	char path[4096];
+	char **envp;
+	size_t own; /* envp[own..] are ours to free */
+};
+
+static int target_exec(void *arg, int in, int out)
+{
+	struct target_exec *x = arg;
+	char *argv[] = { "rma-test-target", NULL };
+	/* The environment was written before the pipes existed: they go to
+	 * fds 3 and 4, by way of copies above both. */
+	int i2 = fcntl(in, F_DUPFD_CLOEXEC, 10), o2 = fcntl(out, F_DUPFD_CLOEXEC, 10);
+	if (i2 < 0 || o2 < 0 || dup2(i2, 3) < 0 || dup2(o2, 4) < 0)
+		return 127;
+	execve(x->path, argv, x->envp);
+	return 127;
+}
+
+static char *env_pair(const char *name, const char *val)
+{
+	size_t n = strlen(name) + strlen(val) + 2;
+	char *s = malloc(n);
+	if (!s)
+		FAIL("out of memory");
+	snprintf(s, n, "%s=%s", name, val);
+	return s;
+}
+
+static void target_exec_prepare(struct target_exec *x, const struct target_opts *o)
+{
+	extern char **environ;
+	size_t n = 0, k = 0;
+	char v[128];
+
+	ssize_t len = readlink("/proc/self/exe", x->path, sizeof x->path - 1);
+	if (len <= 0)
+		FAIL("readlink /proc/self/exe: %s", strerror(errno));
+	x->path[len] = '\0';
+	while (environ[n])
+		n++;
+	x->envp = calloc(n + 8, sizeof *x->envp);
+	if (!x->envp)
+		FAIL("out of memory");
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(environ[i], TENV, strlen(TENV)))
+			x->envp[k++] = environ[i];
+	x->own = k;
+	snprintf(v, sizeof v, "%zu %" PRIu64 " %d", o->rw_size, o->rw_seed,
+		 o->alloc ? 1 : 0);
+	x->envp[k++] = env_pair(TENV, v);
+	const char *names[] = { TENV "_TRANSPORTS", TENV "_LISTEN",
+				TENV "_SECRET", TENV "_NETNS" };
+	const char *vals[] = { o->transports, o->listen, o->secret, o->netns };
+	for (int i = 0; i < 4; i++)
+		if (vals[i])
+			x->envp[k++] = env_pair(names[i], vals[i]);
+	x->envp[k] = NULL;
+}
+
+static void target_exec_free(struct target_exec *x)
+{
+	for (size_t i = x->own; x->envp[i]; i++)
+		free(x->envp[i]);
+	free(x->envp);
+}
+
+static const char *env_take(const char *name)
+{
+	const char *v = getenv(name);
+	return v ? strdup(v) : NULL;
+}
+
+__attribute__((constructor)) static void target_child(void)
+{
+	const char *v = getenv(TENV);
+	static struct target_opts o;
+	int alloc = 0;
+
+	if (!v)
+		return;
+	if (sscanf(v, "%zu %" SCNu64 " %d", &o.rw_size, &o.rw_seed, &alloc) != 3)
+		_exit(126);
+	o.alloc = alloc;
+	o.transports = env_take(TENV "_TRANSPORTS");
+	o.listen = env_take(TENV "_LISTEN");
+	o.secret = env_take(TENV "_SECRET");
+	o.netns = env_take(TENV "_NETNS");
+	const char *names[] = { TENV, TENV "_TRANSPORTS", TENV "_LISTEN",
+				TENV "_SECRET", TENV "_NETNS" };
+	for (int i = 0; i < 5; i++)
+		unsetenv(names[i]);
+	alarm(0); /* a parent's watchdog outlives exec */
+	signal(SIGPIPE, SIG_IGN);
+	int rc = target_main(&o, 3, 4);
+	fflush(NULL);
+	_exit(rc);
+}
+
 int target_start(struct target *t, const struct target_opts *o)
 {
 	char line[1024];
-	t->pid = test_fork(target_main, (void *)o, &t->cmd, &t->resp);
+	struct target_exec x;
+	target_exec_prepare(&x, o);
+	t->pid = test_fork(target_exec, &x, &t->cmd, &t->resp);
+	target_exec_free(&x);
 	int n = test_recv_line(t->resp, line, sizeof line, 20000);
 	if (n <= 0)
 		FAIL("target did not start (%s)",
