@@ -20,14 +20,12 @@
 
 #include "core/core.h"
 
+/* Asked on each miss (cheap beside a registration): no shared state
+ * between engines. */
 static uint64_t page_size(void)
 {
-	static uint64_t ps;
-	if (!ps) {
-		long v = sysconf(_SC_PAGESIZE);
-		ps = v > 0 ? (uint64_t)v : 4096;
-	}
-	return ps;
+	long v = sysconf(_SC_PAGESIZE);
+	return v > 0 ? (uint64_t)v : 4096;
 }
 
 /* Index of the first entry whose address is above a (n if none). */
