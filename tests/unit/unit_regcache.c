@@ -301,8 +301,15 @@ int main(void)
 	CHECK_EQ(s.entries, 2);
 	CHECK_EQ(s.bytes, 2 * PG);
 	CHECK_EQ(s.evictions, 1);
+	/* Destroyed with ops in flight on plain memory, one of them on a
+	 * range already invalidated: everything is deregistered once. */
+	CHECK_RC(post(e, RMA_OP_PUT, mem + 4 * PG, 8, -1), 1);
+	CHECK_RC(post(e, RMA_OP_GET, mem + 5 * PG, 8, -1), 1);
+	CHECK_RC(rma_mem_invalidate(e, mem + 5 * PG, 1), 1);
+	CHECK_EQ(stats(e).deferred, 1);
 	rma_remote_free(rem);
 	rma_engine_destroy(e);
+	CHECK_EQ(fake.mem_deregs, fake.mem_regs);
 
 	printf("ok\n");
 	return 0;
