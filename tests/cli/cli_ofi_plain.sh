@@ -61,6 +61,21 @@ bad_key() {
 # ---- rma -> plain target ----
 start_one --size $SIZE
 set -- $triple
+# The triple's own usage errors: exit 2, nothing moved.
+usage() {
+	"$RMA" "$@" >"$tmp/usage.out" 2>"$tmp/usage.err"
+	st=$?
+	[ $st -eq 2 ] || fail "rma $*: status $st, not 2"
+	grep -q "$want" "$tmp/usage.err" || fail "rma $*: no '$want' in: $(cat "$tmp/usage.err")"
+}
+want="needs --transport" usage put "$1" "$2" "$3" --size 4K --fill 1
+want="needs --transport" usage get --transport ofi:tcp,tcp "$1" "$2" "$3" --size 4K
+want="needs --size" usage get --transport ofi:tcp "$1" "$2" "$3"
+want="bad fabric address" usage get --transport ofi:tcp "${1}0" "$2" "$3" --size 4K
+want="bad fabric address" usage get --transport ofi:tcp "zz$1" "$2" "$3" --size 4K
+want="bad rkey" usage get --transport ofi:tcp "$1" "key" "$3" --size 4K
+want="bad remote address" usage get --transport ofi:tcp "$1" "$2" "0x" --size 4K
+want="unexpected argument" usage get --transport ofi:tcp "$1" "$2" --size 4K
 zero_get() { "$RMA" get --transport ofi:tcp "$@" --size $SIZE; }
 zero_get "$@" >"$tmp/get0.out" 2>"$tmp/get0.err" || fail "first get: status $?"
 zeros=$(crc_of "$tmp/get0.out")
@@ -89,7 +104,10 @@ printf 'sekrit\n' >"$tmp/secret"
 zero_get "$@" >"$tmp/get1.out" 2>"$tmp/get1.err" || fail "get after refusals: status $?"
 [ "$(crc_of "$tmp/get1.out")" = "$zeros" ] || fail "a refused put changed the target"
 
-"$RMA" put --transport ofi:tcp "$@" --size $SIZE --fill 7 \
+# The rkey in decimal and the remote address with leading zeros (not
+# octal), as the CLI also takes them.
+dec_key=$(printf '%u' "$2")
+"$RMA" put --transport ofi:tcp "$1" "$dec_key" "0$(printf '%u' "$3")" --size $SIZE --fill 7 \
 	>"$tmp/put.out" 2>"$tmp/put.err" || fail "put: status $?"
 put=$(crc_of "$tmp/put.out")
 [ -n "$put" ] && [ "$put" != "$zeros" ] || fail "put crc '$put' (zeros: $zeros)"

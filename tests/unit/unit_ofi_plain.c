@@ -4,7 +4,8 @@
  * address are refused at pack.  fabric_unpack reads the triple out of an
  * owner's blob, of the named provider only, never out of an engine
  * address; and out of a plain blob too.  rma_remote_from_fabric with
- * "ofi:tcp" round-trips through rma_remote_to_fabric. */
+ * "ofi:tcp" round-trips through rma_remote_to_fabric.  An ofi:tcp instance
+ * routes to plain tcp peers and to any-provider ones, not sockets ones. */
 #include <errno.h>
 #include <string.h>
 
@@ -133,5 +134,23 @@ int main(void)
 	rma_remote_free(r);
 	CHECK_RC(rma_remote_from_fabric("ofi:prov=nosuch", addr, 16, 1, 0, 0, &r),
 		 -EINVAL);
+
+	/* Routing: an instance reaches a plain peer of its own provider, or
+	 * of any when the spec names none; never one of another provider. */
+	struct rma_config cfg;
+	rma_engine *e;
+	struct rma_route_info ri;
+	rma_config_init(&cfg);
+	cfg.transports = "ofi:tcp";
+	CHECK_RC(rma_engine_create(&cfg, &e), 0);
+	const char *specs[] = {"ofi:tcp", "ofi", "ofi:sockets"};
+	for (int i = 0; i < 3; i++) {
+		CHECK_RC(rma_remote_from_fabric(specs[i], addr, 16, 1, 0, 0, &r), 0);
+		int rc = rma_peer_route(e, r, &ri);
+		CHECKF(rc == (i < 2 ? 0 : -EHOSTUNREACH), "route to a %s peer: %d",
+		       specs[i], rc);
+		rma_remote_free(r);
+	}
+	rma_engine_destroy(e);
 	return 0;
 }
