@@ -88,8 +88,9 @@ int main(void)
 		       "length byte %d - 1 accepted", i);
 	}
 	memcpy(c, b, (size_t)n);
-	c[2] = 0, c[3] = 0; /* no address */
-	CHECK_RC(ofi->ad_parse(c, 20, 42, &rk), -EBADMSG);
+	c[2] = 0, c[3] = 0; /* no address, the length otherwise right */
+	memmove(c + 4 + 3, b + 4 + 3 + 16, 16);
+	CHECK_RC(ofi->ad_parse(c, 4 + 3 + 16, 42, &rk), -EBADMSG);
 
 	/* Refused at pack. */
 	CHECK_RC(pack("ofi:tpc", addr, 16, 1, 0, b, sizeof b), -EINVAL);
