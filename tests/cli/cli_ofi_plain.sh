@@ -104,10 +104,10 @@ printf 'sekrit\n' >"$tmp/secret"
 zero_get "$@" >"$tmp/get1.out" 2>"$tmp/get1.err" || fail "get after refusals: status $?"
 [ "$(crc_of "$tmp/get1.out")" = "$zeros" ] || fail "a refused put changed the target"
 
-# The rkey in decimal and the remote address with leading zeros (not
-# octal), as the CLI also takes them.
+# The rkey in decimal, with a leading zero (not octal), as the CLI also
+# takes it.
 dec_key=$(printf '%u' "$2")
-"$RMA" put --transport ofi:tcp "$1" "$dec_key" "0$(printf '%u' "$3")" --size $SIZE --fill 7 \
+"$RMA" put --transport ofi:tcp "$1" "0$dec_key" "$(printf '%u' "$3")" --size $SIZE --fill 7 \
 	>"$tmp/put.out" 2>"$tmp/put.err" || fail "put: status $?"
 put=$(crc_of "$tmp/put.out")
 [ -n "$put" ] && [ "$put" != "$zeros" ] || fail "put crc '$put' (zeros: $zeros)"
