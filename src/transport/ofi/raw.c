@@ -84,7 +84,8 @@ int rma__ofi_fabric_pack(const struct rma__topts *o, const void *addr,
 	b[0] = PLAIN_TAG;
 	b[1] = (uint8_t)pl;
 	rma__put_le16(b + 2, (uint16_t)addrlen);
-	memcpy(b + PLAIN_HDR, prov, pl);
+	if (pl)
+		memcpy(b + PLAIN_HDR, prov, pl);
 	memcpy(b + PLAIN_HDR + pl, addr, addrlen);
 	rma__put_le64(b + PLAIN_HDR + pl + addrlen, key);
 	rma__put_le64(b + PLAIN_HDR + pl + addrlen + 8, base);
