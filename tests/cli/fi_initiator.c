@@ -12,6 +12,7 @@
  * the provider's reason and exits 1.  Gives up after 30 s of -FI_EAGAIN.
  */
 #include <inttypes.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,12 +149,14 @@ int main(int argc, char **argv)
 	do {
 		rc = do_read ? fi_read(ep, buf, size, desc, peer, raddr, key, &ctx)
 			     : fi_writemsg(ep, &msg, FI_DELIVERY_COMPLETE | FI_COMPLETION);
-		if (rc == -FI_EAGAIN)
+		if (rc == -FI_EAGAIN) {
 			fi_cq_read(cq, &ent, 0);
+			sched_yield(); /* the target may share our CPU */
+		}
 	} while (rc == -FI_EAGAIN && now() < deadline);
 	TRY(rc);
 	while ((rc = fi_cq_read(cq, &ent, 1)) == -FI_EAGAIN && now() < deadline)
-		;
+		sched_yield();
 	if (rc == -FI_EAVAIL) {
 		struct fi_cq_err_entry ee = {0};
 		char why[128];
