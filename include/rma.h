@@ -166,6 +166,44 @@ void rma_remote_free(rma_remote *r);
 uint64_t rma_remote_length(const rma_remote *r);
 unsigned rma_remote_access(const rma_remote *r);
 
+/*
+ * Plain fabric peers: programs that run no rma engine, only libfabric, and
+ * hand out a triple instead of a token: their endpoint's fabric address
+ * (fi_getname bytes), the key of their registration, and the remote
+ * address of the window's first byte (its virtual address if the provider
+ * uses FI_MR_VIRT_ADDR, else 0).
+ *
+ * rma_remote_from_fabric makes a remote from such a triple.  spec names
+ * the transport and its provider, as in rma_config.transports ("ofi:tcp");
+ * both sides must use the same provider (an RDM endpoint).  len is the
+ * window's length if known (ops past it fail here with -ERANGE), or 0 if
+ * not: the target's fabric checks every request's key and bounds, and a
+ * refusal completes the op with -EKEYREJECTED.  The remote allows puts and
+ * gets (the fabric checks access too).  Its peer identity is derived from
+ * the address, so remotes at one address share one peer (rma_peer_remove
+ * of any of them removes it).  There is no handshake: an engine with a
+ * shared secret refuses ops to such a remote with -EACCES, since the peer
+ * cannot prove it.  rma_read_into needs a known len.  The caller frees the
+ * remote with rma_remote_free.  Errors: -EINVAL (NULL or empty address, a
+ * bad spec option), -ENOENT (unknown transport), -EOPNOTSUPP (the
+ * transport takes no plain peers, or this build lacks libfabric),
+ * -ENAMETOOLONG (address over 128 bytes).
+ *
+ * rma_remote_to_fabric is the reverse, for a plain libfabric initiator of
+ * an rma owner: the triple of r's first entry for spec's transport (with
+ * "ofi:tcp", an entry of that provider).  It writes the fabric address
+ * into addr and returns its length; the initiator uses fi_write/fi_read
+ * (RDM, the same provider) with key *rkey at *remote_addr + offset.
+ * -ENOENT if r has no such entry, -ENOSPC if cap is too small, -EOPNOTSUPP
+ * as above.  Such an initiator proves no secret: the owner's fabric
+ * accepts RMA from anyone who reaches it and holds the key.
+ */
+int rma_remote_from_fabric(const char *spec, const void *addr, size_t addrlen,
+			   uint64_t rkey, uint64_t remote_addr, uint64_t len,
+			   rma_remote **out);
+int rma_remote_to_fabric(const rma_remote *r, const char *spec, void *addr,
+			 size_t cap, uint64_t *rkey, uint64_t *remote_addr);
+
 /* ---- peers ---- */
 
 /* Timeouts: everywhere below, timeout_ms 0 means the engine's default

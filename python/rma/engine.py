@@ -233,15 +233,19 @@ class RouteInfo(NamedTuple):
 
 
 class Remote:
-    """A decoded advertisement, used through the engine that parsed it."""
+    """A decoded advertisement, used through the engine that parsed it (or a
+    plain libfabric peer's window: :meth:`Engine.remote_from_fabric`)."""
 
-    def __init__(self, engine: "Engine", token: Union[str, bytes]) -> None:
+    def __init__(self, engine: "Engine", token: Union[str, bytes],
+                 _ptr: Optional[int] = None) -> None:
         if isinstance(token, str):
             token = token.strip().encode()
-        ptr = ctypes.c_void_p()
-        check(lib.rma_remote_parse(token, ctypes.byref(ptr)), "parsing the advertisement")
+        ptr = ctypes.c_void_p(_ptr)
+        if _ptr is None:
+            check(lib.rma_remote_parse(token, ctypes.byref(ptr)), "parsing the advertisement")
         self._ptr: Optional[int] = ptr.value
         self.engine = engine
+        #: the token it was decoded from ("" for a plain fabric peer)
         self.token = token.decode()
         #: bytes in the advertised window
         self.length: int = lib.rma_remote_length(self._ptr)
@@ -270,6 +274,18 @@ class Remote:
             self.close()
         except Exception:
             pass
+
+    def fabric(self, transport: str = "ofi") -> Tuple[bytes, int, int]:
+        """The triple a plain libfabric initiator needs to reach this window:
+        (fabric address, rkey, remote address of byte 0), from the entry of
+        ``transport`` ("ofi", or "ofi:tcp" for that provider).  ``ENOENT``
+        if the advertisement has none."""
+        addr = ctypes.create_string_buffer(256)
+        key, base = ctypes.c_uint64(), ctypes.c_uint64()
+        n = check(lib.rma_remote_to_fabric(self._handle(), transport.encode(), addr,
+                                           len(addr), ctypes.byref(key), ctypes.byref(base)),
+                  "reading the fabric address")
+        return addr.raw[:n], key.value, base.value
 
     def connect(self, timeout: Optional[float] = None) -> None:
         """Connect to the owner now rather than at the first op."""
@@ -503,6 +519,24 @@ class Engine:
         malformed)."""
         self._handle()
         return Remote(self, token)
+
+    def remote_from_fabric(self, transport: str, address: Union[bytes, str], rkey: int,
+                           remote_addr: int, length: int = 0) -> Remote:
+        """A window of a plain libfabric peer (no rma engine), named by the
+        triple it hands out: its fabric address (bytes, or hex text), the key
+        of its registration and the remote address of the window's byte 0.
+        ``transport`` is a spec with the peer's provider ("ofi:tcp");
+        ``length`` 0 means unknown (the peer's fabric checks bounds; the
+        remote's ``length`` is then 2**64 - 1, so give ops a length).  An
+        engine with a secret refuses such a peer (``EACCES``)."""
+        self._handle()
+        if isinstance(address, str):
+            address = bytes.fromhex(address)
+        ptr = ctypes.c_void_p()
+        check(lib.rma_remote_from_fabric(transport.encode(), address, len(address), rkey,
+                                         remote_addr, length, ctypes.byref(ptr)),
+              "naming the fabric peer")
+        return Remote(self, b"", _ptr=ptr.value)
 
     def batch(self) -> "Batch":
         """A new, empty :class:`~rma.Batch` of reads and writes."""

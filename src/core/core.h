@@ -172,6 +172,7 @@ struct rma_engine {
 		const struct rma__rentry *ent;
 	} rc;
 	unsigned route_gen;
+	bool plain_refused;     /* said once why plain fabric peers are refused */
 
 	/* op slots: live ops + zombies, never more than nops */
 	struct rma__op *ops;
@@ -314,6 +315,7 @@ struct rma_remote {
 	unsigned refs;       /* the caller's + one per op using it */
 	unsigned nent;
 	int64_t expires;     /* wall-clock ns; 0 = never */
+	bool plain;          /* a plain fabric peer (fabric.c): no engine */
 	struct rma__rentry ent[RMA__MAX_ENTRIES];
 	size_t rawlen;
 	uint8_t raw[];

@@ -87,6 +87,15 @@ int rma__route(struct rma_engine *e, const rma_remote *r,
 		*entp = e->rc.ent;
 		return 0;
 	}
+	if (r->plain && e->p.secret && *e->p.secret) {
+		/* No handshake with a plain fabric peer: it cannot prove the
+		 * secret, and ops to it would bypass what the secret protects. */
+		if (!e->plain_refused)
+			rma__err("a shared secret is set: refusing a plain fabric "
+				 "peer, which cannot prove it");
+		e->plain_refused = true;
+		return -EACCES;
+	}
 
 	for (unsigned k = 0; k < r->nent; k++) {
 		const struct rma__rentry *ent = &r->ent[k];

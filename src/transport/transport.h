@@ -182,6 +182,21 @@ struct rma__transport_ops {
 	 * or -ENOSPC.  Default: -EOPNOTSUPP. */
 	int (*raw)(struct rma__transport *t, void *out, size_t cap);
 	int (*peer_raw)(struct rma__peer *p, void *out, size_t cap);
+
+	/* Plain fabric peers: programs with no rma engine, named by the triple
+	 * they hand out (fabric address, key, base of the window).
+	 * fabric_pack writes the blob that reaches such a peer (no engine;
+	 * o: the spec's options) and returns its length; connect() to it
+	 * makes no handshake.  fabric_unpack reads the triple back out of a
+	 * blob ad_pack wrote, for a plain initiator: the address length, or
+	 * RMA__DECLINE if the blob does not match o (another provider).
+	 * Default: -EOPNOTSUPP. */
+	int (*fabric_pack)(const struct rma__topts *o, const void *addr,
+			   size_t addrlen, uint64_t key, uint64_t base,
+			   void *buf, size_t cap);
+	int (*fabric_unpack)(const struct rma__topts *o, const void *blob,
+			     size_t len, void *addr, size_t cap, uint64_t *key,
+			     uint64_t *base);
 };
 
 /* A transport instance; the transport's own object embeds it. */

@@ -101,10 +101,48 @@ static int f_ad_pack(struct rma__transport *t, const struct rma__grant *g,
 	return (int)need;
 }
 
+/* A plain fabric peer's blob: u64 magic | u64 key | u64 base | address. */
+#define FAKE_PLAIN_MAGIC 0x9A1A9A1A9A1A9A1AULL
+
+static int f_fabric_pack(const struct rma__topts *o, const void *addr,
+			 size_t addrlen, uint64_t key, uint64_t base, void *buf,
+			 size_t cap)
+{
+	uint8_t *b = buf;
+	if (cap < 24 + addrlen)
+		return -ENOSPC;
+	rma__put_le64(b, FAKE_PLAIN_MAGIC);
+	rma__put_le64(b + 8, key);
+	rma__put_le64(b + 16, base);
+	memcpy(b + 24, addr, addrlen);
+	return (int)(24 + addrlen);
+}
+
+/* Only plain blobs carry a triple here; an owner's is declined. */
+static int f_fabric_unpack(const struct rma__topts *o, const void *blob,
+			   size_t len, void *addr, size_t cap, uint64_t *key,
+			   uint64_t *base)
+{
+	const uint8_t *b = blob;
+	if (len < 24 || rma__le64(b) != FAKE_PLAIN_MAGIC)
+		return RMA__DECLINE;
+	if (len - 24 > cap)
+		return -ENOSPC;
+	*key = rma__le64(b + 8);
+	*base = rma__le64(b + 16);
+	memcpy(addr, b + 24, len - 24);
+	return (int)(len - 24);
+}
+
 static int f_ad_parse(const void *blob, size_t len, uint64_t core_key,
 		      struct rma__rkey *rk)
 {
 	const uint8_t *b = blob;
+	if (len > 24 && rma__le64(b) == FAKE_PLAIN_MAGIC) {
+		rk->key = rma__le64(b + 8);
+		rk->base = rma__le64(b + 16);
+		return 0;
+	}
 	if (len != 16 || rma__le64(b) != 0xFA4EFA4EFA4EFA4EULL)
 		return -EBADMSG;
 	rk->key = core_key;
@@ -248,6 +286,8 @@ static const struct rma__transport_ops fake_ops = {
 	.arm = f_arm,
 	.revoke = f_revoke,
 	.peer_raw = f_peer_raw,
+	.fabric_pack = f_fabric_pack,
+	.fabric_unpack = f_fabric_unpack,
 };
 
 void fake_register(void)

@@ -26,6 +26,7 @@ struct target_args {
 	uint64_t seed;
 	unsigned access;
 	bool alloc;             /* rma_region_alloc: shared memory (shm maps it) */
+	bool secret_set;        /* --secret-file or RMA_SECRET */
 	struct common_opts common;
 };
 
@@ -37,8 +38,13 @@ static void usage(FILE *f)
 		"                  [--secret-file PATH]\n"
 		"                  [--log LEVEL]\n\n"
 		"Register a buffer (default 1M, zero-filled unless --fill) with the given\n"
-		"remote access (default rw) and print exactly one line on stdout:\n"
+		"remote access (default rw) and print on stdout:\n"
 		"  advertisement: TOKEN\n"
+		"and, when an ofi transport carries it, a second line for initiators that\n"
+		"use plain libfabric (fi_write/fi_read on an RDM endpoint of the same\n"
+		"provider, at REMOTE-ADDR + offset with key RKEY):\n"
+		"  fabric: ADDRESS-HEX RKEY REMOTE-ADDR\n"
+		"(not with a shared secret: such an initiator cannot prove it).\n"
 		"Then serve remote puts and gets until stopped, release the buffer and print\n"
 		"  crc32c: HEX        (of the whole buffer, 8 lowercase hex digits)\n\n"
 		"Stopping: SIGINT or SIGTERM always stops it.  If stdin is a terminal, a\n"
@@ -179,6 +185,32 @@ static void wait_for_stop(int sig_fd)
 	}
 }
 
+/* The `fabric:` line: the token's ofi entry as a plain libfabric
+ * initiator names it.  Nothing without an ofi entry. */
+static void print_fabric(const struct target_args *a, const char *token)
+{
+	uint8_t addr[TOOL_FABRIC_ADDR_MAX];
+	uint64_t rkey, raddr;
+	rma_remote *r;
+	int n;
+
+	if (rma_remote_parse(token, &r) < 0)
+		return;
+	n = rma_remote_to_fabric(r, "ofi", addr, sizeof addr, &rkey, &raddr);
+	rma_remote_free(r);
+	if (n <= 0)
+		return;
+	if (a->secret_set) {
+		fprintf(stderr, "rma target: no 'fabric:' line: a plain libfabric "
+			"initiator cannot prove the shared secret\n");
+		return;
+	}
+	printf("fabric: ");
+	for (int i = 0; i < n; i++)
+		printf("%02x", addr[i]);
+	printf(" 0x%" PRIx64 " 0x%" PRIx64 "\n", rkey, raddr);
+}
+
 static int serve(const struct target_args *a, int sig_fd, rma_engine *e,
 		 unsigned char *buf, rma_region *r)
 {
@@ -197,6 +229,7 @@ static int serve(const struct target_args *a, int sig_fd, rma_engine *e,
 				 rma_strerror(rc));
 	}
 	printf("advertisement: %s\n", token);
+	print_fabric(a, token);
 	fflush(stdout);
 
 	wait_for_stop(sig_fd);
@@ -242,6 +275,8 @@ int cmd_target(int argc, char **argv)
 	rc = common_apply("target", &a.common, &cfg);
 	if (rc)
 		return rc;
+	const char *env_secret = getenv("RMA_SECRET");
+	a.secret_set = (cfg.secret && *cfg.secret) || (env_secret && *env_secret);
 
 	/* A reader that went away must not kill us before the crc line. */
 	signal(SIGPIPE, SIG_IGN);

@@ -17,6 +17,11 @@ struct xfer_args {
 	const char *cmd;  /* "put" or "get" */
 	unsigned kind;    /* RMA_OP_PUT or RMA_OP_GET */
 	const char *token;
+	/* A plain libfabric target's triple, in place of a token. */
+	bool fabric;
+	uint8_t fab_addr[TOOL_FABRIC_ADDR_MAX];
+	size_t fab_addr_len;
+	uint64_t fab_rkey, fab_raddr;
 	const char *transports;
 	bool has_size;
 	uint64_t size;
@@ -30,26 +35,42 @@ struct xfer_args {
 	struct common_opts common;
 };
 
+/* The plain libfabric target form, the same for put and get. */
+#define FABRIC_HELP                                                             \
+	"A plain libfabric target (an RDM endpoint, no rma engine) is named by the\n" \
+	"triple it hands out instead of a token: its fabric address in hex, the\n"  \
+	"key of its registration, and the remote address of the window's first\n" \
+	"byte (0x hex or decimal).  --transport names the one transport spec to\n"  \
+	"use (e.g. ofi:tcp, the same provider as the target's) and --size is\n"    \
+	"needed (the window's length is not known here; the target's fabric\n"    \
+	"checks bounds and key).  No secret can be proved to such a target.\n\n"
+
 static void usage(FILE *f, unsigned kind)
 {
 	if (kind == RMA_OP_PUT)
 		fprintf(f,
 			"usage: rma put TOKEN (--fill SEED | --file PATH | --zero) [--size BYTES]\n"
 			"               [--offset BYTES] [--timeout DURATION] [--transport LIST]\n"
-			"               [--secret-file PATH] [--log LEVEL]\n\n"
+			"               [--secret-file PATH] [--log LEVEL]\n"
+			"       rma put --transport SPEC ADDRESS-HEX RKEY REMOTE-ADDR --size BYTES\n"
+			"               (--fill SEED | --file PATH | --zero) [options]\n\n"
 			"Write bytes into the buffer advertised by TOKEN at --offset (default 0).\n"
 			"Say what to write: the --fill pattern of SEED, the contents of PATH, or\n"
 			"zeros with --zero (nothing is written without one of them).  Size defaults\n"
 			"to the file size with --file, else to the advertised length minus the\n"
-			"offset.\n\n");
+			"offset.\n\n"
+			FABRIC_HELP);
 	else
 		fprintf(f,
 			"usage: rma get TOKEN [--size BYTES] [--offset BYTES] [--out PATH]\n"
 			"               [--timeout DURATION] [--transport LIST]\n"
-			"               [--secret-file PATH] [--log LEVEL]\n\n"
+			"               [--secret-file PATH] [--log LEVEL]\n"
+			"       rma get --transport SPEC ADDRESS-HEX RKEY REMOTE-ADDR --size BYTES\n"
+			"               [options]\n\n"
 			"Read bytes out of the buffer advertised by TOKEN from --offset (default 0),\n"
 			"optionally saving them to PATH.  Size defaults to the advertised length\n"
-			"minus the offset.\n\n");
+			"minus the offset.\n\n"
+			FABRIC_HELP);
 	fprintf(f,
 		"On success prints:\n"
 		"  bytes: N\n"
@@ -73,6 +94,30 @@ static void usage(FILE *f, unsigned kind)
 		"                           'none' (default: the engine's, 30s or RMA_TIMEOUT_MS)\n"
 		"  -t, --transport LIST     transports this side may use (default: all)\n"
 		COMMON_HELP "\n" UNITS_HELP);
+}
+
+/* ADDRESS-HEX RKEY REMOTE-ADDR of a plain libfabric target. */
+static int parse_triple(struct xfer_args *a, char **w)
+{
+	int n = parse_hex_bytes(w[0], a->fab_addr, sizeof a->fab_addr);
+
+	if (n < 0)
+		return tool_usage_error(a->cmd, "bad fabric address '%s' (hex digits, an "
+					"even count%s)", w[0], n == -E2BIG ? ", at most 256 bytes" : "");
+	a->fab_addr_len = (size_t)n;
+	if (parse_u64(w[1], &a->fab_rkey) < 0)
+		return tool_usage_error(a->cmd, "bad rkey '%s' (0x hex or decimal)", w[1]);
+	if (parse_u64(w[2], &a->fab_raddr) < 0)
+		return tool_usage_error(a->cmd, "bad remote address '%s' (0x hex or decimal)",
+					w[2]);
+	if (!a->transports || strchr(a->transports, ','))
+		return tool_usage_error(a->cmd, "a fabric address needs --transport with "
+					"one spec, e.g. ofi:tcp");
+	if (!a->has_size && !a->file)
+		return tool_usage_error(a->cmd, "a fabric address needs --size (the "
+					"target's window length is not known here)");
+	a->fabric = true;
+	return 0;
 }
 
 static int parse_args(int argc, char **argv, struct xfer_args *a)
@@ -157,9 +202,12 @@ static int parse_args(int argc, char **argv, struct xfer_args *a)
 					"or --zero (nothing was written)");
 	if (optind >= argc)
 		return tool_usage_error(a->cmd, "missing TOKEN (the target's advertisement)");
+	if (argc - optind == 3)
+		return parse_triple(a, argv + optind);
 	a->token = argv[optind++];
 	if (optind < argc)
-		return tool_usage_error(a->cmd, "unexpected argument '%s'", argv[optind]);
+		return tool_usage_error(a->cmd, "unexpected argument '%s' (give a TOKEN, or "
+					"ADDRESS-HEX RKEY REMOTE-ADDR)", argv[optind]);
 	return 0;
 }
 
@@ -244,8 +292,18 @@ static int write_file(const char *path, const void *buf, size_t len)
  */
 static int report_failure(const struct xfer_args *a, int64_t result)
 {
+	/* A plain target's fabric answers a wrong key, or bytes outside its
+	 * registration, by refusing the request or dropping the connection. */
+	const char *hint = "";
+	if (a->fabric && result == -EKEYREJECTED)
+		hint = "; check the rkey, the remote address, and that the bytes "
+		       "lie inside the target's registration";
+	else if (a->fabric && result == -ECONNRESET)
+		hint = "; a plain target's fabric also drops the connection on a "
+		       "wrong rkey or remote address, or bytes outside its registration";
 	return tool_fail(a->cmd, EXIT_RUNTIME, "%s (%" PRIu64 " bytes at offset %"
-			 PRIu64 ")", rma_strerror((int)result), a->size, a->offset);
+			 PRIu64 ")%s", rma_strerror((int)result), a->size, a->offset,
+			 hint);
 }
 
 static void print_result(const void *buf, uint64_t bytes, uint64_t ns)
@@ -321,9 +379,14 @@ static int run(struct xfer_args *a)
 	unsigned char *buf = NULL;
 	int rc;
 
-	rc = rma_remote_parse(a->token, &r);
+	if (a->fabric) /* the window's length is unknown: 0 */
+		rc = rma_remote_from_fabric(a->transports, a->fab_addr, a->fab_addr_len,
+					    a->fab_rkey, a->fab_raddr, 0, &r);
+	else
+		rc = rma_remote_parse(a->token, &r);
 	if (rc < 0)
-		return tool_fail(a->cmd, EXIT_RUNTIME, "invalid advertisement: %s",
+		return tool_fail(a->cmd, EXIT_RUNTIME, "invalid %s: %s",
+				 a->fabric ? "fabric address" : "advertisement",
 				 rma_strerror(rc));
 	rc = decide_size(a, r);
 	if (rc)

@@ -65,14 +65,40 @@ int parse_u64(const char *s, uint64_t *out)
 	/* strtoull accepts "-1" and leading blanks; a count never has them. */
 	if (!s || !isdigit((unsigned char)s[0]))
 		return -EINVAL;
+	/* Base 16 after 0x, else 10: a leading zero is not octal. */
+	bool hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+	if (hex && !isxdigit((unsigned char)s[2]))
+		return -EINVAL;
 	errno = 0;
-	v = strtoull(s, &end, 0);
+	v = strtoull(hex ? s + 2 : s, &end, hex ? 16 : 10);
 	if (errno == ERANGE)
 		return -ERANGE;
 	if (*end != '\0')
 		return -EINVAL;
 	*out = v;
 	return 0;
+}
+
+int parse_hex_bytes(const char *s, uint8_t *out, size_t cap)
+{
+	size_t n;
+
+	if (!s)
+		return -EINVAL;
+	if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X'))
+		s += 2;
+	n = strlen(s);
+	if (!n || n % 2)
+		return -EINVAL;
+	if (n / 2 > cap)
+		return -E2BIG;
+	for (size_t i = 0; i < n; i += 2) {
+		if (!isxdigit((unsigned char)s[i]) || !isxdigit((unsigned char)s[i + 1]))
+			return -EINVAL;
+		char pair[3] = { s[i], s[i + 1], '\0' };
+		out[i / 2] = (uint8_t)strtoul(pair, NULL, 16);
+	}
+	return (int)(n / 2);
 }
 
 /* Shift for a binary suffix letter, or -1 if it is not one. */

@@ -59,6 +59,13 @@ int parse_size(const char *s, uint64_t *out);
 /* Parse an unsigned integer (decimal, or 0x hex); -EINVAL / -ERANGE. */
 int parse_u64(const char *s, uint64_t *out);
 
+/* Parse hex digits (an even count, optionally after 0x) into bytes: the
+ * count, or -EINVAL, or -E2BIG past cap. */
+int parse_hex_bytes(const char *s, uint8_t *out, size_t cap);
+
+/* Most bytes of a fabric address the CLI reads or prints. */
+#define TOOL_FABRIC_ADDR_MAX 256
+
 /* Parse a comma-separated list of sizes; at most `max` entries.  Returns the
  * count or -EINVAL / -ERANGE / -E2BIG. */
 int parse_size_list(const char *s, uint64_t *out, size_t max);

@@ -41,6 +41,14 @@ static const struct {
 };
 #define AUTO_PROVS 3 /* the first three */
 
+bool rma__ofi_prov_known(const char *opt)
+{
+	for (unsigned i = 0; i < RMA_ARRAY_SIZE(provs); i++)
+		if (!strcmp(opt, provs[i].opt))
+			return true;
+	return false;
+}
+
 static struct fi_info *hints_for(const char *prov)
 {
 	struct fi_info *h = fi_allocinfo();
@@ -458,6 +466,9 @@ static int ofi_ad_parse(const void *blob, size_t len, uint64_t core_key,
 	size_t pl, fl, al;
 	uint64_t key = 0, base = 0;
 	bool has_key;
+	if (rma__ofi_plain(blob, len)) /* raw.c */
+		return rma__ofi_plain_parse(blob, len, &prov, &pl, &addr, &al,
+					    &rk->key, &rk->base);
 	if (rma__ofi_blob_parse(blob, len, &prov, &pl, &fab, &fl, &addr, &al,
 				&key, &base, &has_key))
 		return -EBADMSG;
@@ -474,6 +485,8 @@ static int ofi_reachable(struct rma__transport *t, const void *blob, size_t len)
 	size_t pl, fl, al;
 	uint64_t key, base;
 	bool has_key;
+	if (rma__ofi_plain(blob, len))
+		return rma__ofi_plain_reachable(ot, blob, len);
 	if (rma__ofi_blob_parse(blob, len, &prov, &pl, &fab, &fl, &addr, &al,
 				&key, &base, &has_key) ||
 	    pl != strlen(ot->prov_name) || memcmp(prov, ot->prov_name, pl) ||
@@ -515,4 +528,6 @@ const struct rma__transport_ops rma__ofi_ops = {
 	.progress = rma__ofi_progress,
 	.arm = rma__ofi_arm,
 	.raw = ofi_raw,
+	.fabric_pack = rma__ofi_fabric_pack,
+	.fabric_unpack = rma__ofi_fabric_unpack,
 };

@@ -5,7 +5,9 @@
  *   mr.c     local registrations and one MR per grant
  *   peer.c   peers, each with an endpoint of its own; posting, completion
  *            queues, errors, abort and reset
- *   stub.c   built instead of all three when libfabric is missing
+ *   raw.c    plain libfabric peers: their blobs, and the triple read out
+ *            of an owner's blob for a plain initiator
+ *   stub.c   built instead of the others when libfabric is missing
  * Nothing here leaves the transport; the core sees only rma__ofi_ops.
  */
 #ifndef RMA_OFI_H
@@ -100,6 +102,7 @@ int rma__ofi_ep_open(struct ofi_tr *ot, struct ofi_peer *peer,
 		     struct ofi_ep **out);
 void rma__ofi_ep_close(struct ofi_ep *oe);
 int rma__ofi_err(int fi_rc); /* a libfabric error as -errno */
+bool rma__ofi_prov_known(const char *opt); /* tcp, sockets, shm, efa, verbs */
 
 /* mr.c */
 int rma__ofi_mem_reg(struct rma__transport *t, struct rma_region *r);
@@ -122,5 +125,19 @@ int rma__ofi_blob_parse(const void *blob, size_t len, const char **prov,
 			size_t *prov_len, const char **fab, size_t *fab_len,
 			const uint8_t **addr, size_t *addr_len, uint64_t *key,
 			uint64_t *base, bool *has_key);
+
+/* raw.c */
+bool rma__ofi_plain(const void *blob, size_t len); /* a plain peer's blob? */
+int rma__ofi_plain_parse(const void *blob, size_t len, const char **prov,
+			 size_t *prov_len, const uint8_t **addr, size_t *addr_len,
+			 uint64_t *key, uint64_t *base);
+int rma__ofi_plain_reachable(const struct ofi_tr *ot, const void *blob,
+			     size_t len);
+int rma__ofi_fabric_pack(const struct rma__topts *o, const void *addr,
+			 size_t addrlen, uint64_t key, uint64_t base, void *buf,
+			 size_t cap);
+int rma__ofi_fabric_unpack(const struct rma__topts *o, const void *blob,
+			   size_t len, void *addr, size_t cap, uint64_t *key,
+			   uint64_t *base);
 
 #endif

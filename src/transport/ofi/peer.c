@@ -184,8 +184,12 @@ int rma__ofi_connect(struct rma__transport *t, const void *blob, size_t len,
 	struct ofi_peer *pe;
 	int rc;
 
-	if (rma__ofi_blob_parse(blob, len, &prov, &pl, &fab, &fl, &addr, &al,
-				&key, &base, &has_key))
+	/* A plain peer (raw.c) runs no engine: nothing to check beyond its
+	 * address, and the fabric checks each request's key and bounds. */
+	if (rma__ofi_plain(blob, len)
+	    ? rma__ofi_plain_parse(blob, len, &prov, &pl, &addr, &al, &key, &base)
+	    : rma__ofi_blob_parse(blob, len, &prov, &pl, &fab, &fl, &addr, &al,
+				  &key, &base, &has_key))
 		return -EBADMSG;
 	pe = calloc(1, sizeof *pe);
 	if (!pe)
