@@ -9,7 +9,8 @@
  *   window     a token edited to a longer window still cannot reach past
  *              the real one: the grant's MR has the window's bounds
  *   wrong_key  a forged key is refused with -EKEYREJECTED, and the next
- *              good op to that target works
+ *              good op to that target works (tokens hold the core key
+ *              only: the owner tells an authenticated peer the fabric key)
  *   killed     a target killed mid-batch: every op ends with an error
  *              within its deadline, and another target is still served
  *   late       gets to a stopped target time out; when it wakes, its
@@ -205,7 +206,8 @@ static int case_wrong_key(void)
 	rma_region *l = integ_region(e, buf, MiB);
 	int n = ad_bytes(&t, "rw", 0, 0, 0, b);
 	uint8_t *blob = ofi_blob(b, n, &blen);
-	blob[blen - 16] ^= 0x01; /* the key's low byte */
+	CHECKF(!(blob[1] & 1), "an rma owner put a fabric key in its token");
+	b[16] ^= 0x01; /* the core key's low byte */
 	rma_remote *bad = reseal(b, n);
 	rma_remote *good = integ_remote(&t, "rw");
 	for (int i = 0; i < 3; i++) {
