@@ -108,6 +108,33 @@ void rma__ofi_ctl_close(struct ofi_ctl *c)
 	close(c->w.fd);
 }
 
+#define OFI_LINGER_NS (1000LL * 1000000)
+
+/* Owner: the peer left.  Its serving endpoint is read a while longer
+ * before it closes: tcp;ofi_rxm closes the peer's connection only when it
+ * sees the end, and one still open when the endpoint goes stays open (in
+ * CLOSE-WAIT) for the life of the process. */
+static void ctl_linger(struct ofi_ctl *c)
+{
+	struct ofi_ep *oe = c->serve;
+	struct ofi_tr *ot = c->ot;
+	c->serve = NULL;
+	rma__ofi_ctl_close(c);
+	if (!oe)
+		return;
+	struct ofi_ctl *d = calloc(1, sizeof *d);
+	if (!d) {
+		rma__ofi_ep_close(oe);
+		return;
+	}
+	d->serve = oe;
+	d->deadline = rma__now_ns() + OFI_LINGER_NS;
+	d->next = ot->dying;
+	ot->dying = d;
+	if (!rma__timer_armed(&ot->tick))
+		rma__timer_arm(ot->e, &ot->tick, rma__now_ns() + 100 * 1000000LL);
+}
+
 static void ctl_fail(struct ofi_ctl *c, int err)
 {
 	struct ofi_peer *pe = c->peer;
@@ -121,7 +148,7 @@ static void ctl_fail(struct ofi_ctl *c, int err)
 		rma__refused(&c->ot->refusals, err == -EACCES ? RMA__REFUSED_SECRET
 				: err == -ETIMEDOUT ? RMA__REFUSED_TIMEOUT
 				: RMA__REFUSED_PROTO, rma__now_ns());
-	rma__ofi_ctl_close(c);
+	ctl_linger(c);
 }
 
 static int setup_start(struct ofi_ctl *c, bool server)
@@ -356,6 +383,17 @@ static void tick_cb(struct rma__timer *tm)
 		else
 			pending = true;
 	}
+	for (struct ofi_ctl **pp = &ot->dying; *pp;) {
+		struct ofi_ctl *d = *pp;
+		if (now < d->deadline) {
+			pending = true;
+			pp = &d->next;
+			continue;
+		}
+		*pp = d->next;
+		rma__ofi_ep_close(d->serve);
+		free(d);
+	}
 	rma__refusals_log(&ot->refusals, now);
 	if (pending || ot->refusals.n[RMA__REFUSED_SECRET] ||
 	    ot->refusals.n[RMA__REFUSED_PROTO] || ot->refusals.n[RMA__REFUSED_TIMEOUT])
@@ -441,6 +479,12 @@ void rma__ofi_ctl_fini(struct ofi_tr *ot)
 {
 	while (ot->served)
 		rma__ofi_ctl_close(ot->served);
+	while (ot->dying) {
+		struct ofi_ctl *d = ot->dying;
+		ot->dying = d->next;
+		rma__ofi_ep_close(d->serve);
+		free(d);
+	}
 	rma__timer_cancel(ot->e, &ot->tick);
 	if (ot->lw.fd >= 0) {
 		rma__watch_retire(ot->e, &ot->lw);
@@ -532,10 +576,14 @@ void rma__ofi_ctl_progress(struct ofi_tr *ot)
 	for (struct ofi_ctl *c = ot->served; c; c = c->next)
 		if (c->serve)
 			rma__ofi_cq_drain(c->serve);
+	for (struct ofi_ctl *d = ot->dying; d; d = d->next)
+		rma__ofi_cq_drain(d->serve);
 }
 
 int rma__ofi_ctl_arm(struct ofi_tr *ot)
 {
+	if (ot->dying)
+		return 0; /* the tick polls them */
 	for (struct ofi_ctl *c = ot->served; c; c = c->next) {
 		struct fid *f;
 		if (!c->serve)

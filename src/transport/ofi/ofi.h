@@ -131,6 +131,7 @@ struct ofi_tr {
 	uint8_t key[16];         /* setup proof key, from the secret */
 	uint64_t engine_id;
 	struct ofi_ctl *served;  /* owner: accepted control connections */
+	struct ofi_ctl *dying;   /* owner: their peer left; endpoints linger */
 	unsigned nserved;
 	struct ofi_grant *grants;
 	struct rma__refusals refusals;
