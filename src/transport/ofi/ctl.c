@@ -108,31 +108,44 @@ void rma__ofi_ctl_close(struct ofi_ctl *c)
 	close(c->w.fd);
 }
 
-#define OFI_LINGER_NS (1000LL * 1000000)
-
-/* Owner: the peer left.  Its serving endpoint is read a while longer
- * before it closes: tcp;ofi_rxm closes the peer's connection only when it
- * sees the end, and one still open when the endpoint goes stays open (in
- * CLOSE-WAIT) for the life of the process. */
-static void ctl_linger(struct ofi_ctl *c)
+/* Owner: the peer left.  Its serving endpoint is kept for the next peer
+ * (with the keys it carried: a release still closes it) rather than
+ * closed: tcp;ofi_rxm leaves a connection that is still open when its
+ * endpoint closes in CLOSE-WAIT, with its buffers, for the life of the
+ * process, and a new endpoint costs tens of milliseconds. */
+static void ctl_park(struct ofi_ctl *c)
 {
 	struct ofi_ep *oe = c->serve;
 	struct ofi_tr *ot = c->ot;
+	struct ofi_ctl *d = NULL;
+
 	c->serve = NULL;
-	rma__ofi_ctl_close(c);
-	if (!oe)
-		return;
-	struct ofi_ctl *d = calloc(1, sizeof *d);
-	if (!d) {
+	if (oe && ot->nidle < OFI_IDLE_MAX && c->ngiven <= 256 &&
+	    (d = calloc(1, sizeof *d))) {
+		d->ot = ot;
+		d->serve = oe;
+		d->given = c->given;
+		d->ngiven = c->ngiven;
+		d->capgiven = c->capgiven;
+		c->given = NULL;
+		c->ngiven = c->capgiven = 0;
+		d->next = ot->idle;
+		ot->idle = d;
+		ot->nidle++;
+	} else if (oe) {
 		rma__ofi_ep_close(oe);
-		return;
 	}
-	d->serve = oe;
-	d->deadline = rma__now_ns() + OFI_LINGER_NS;
-	d->next = ot->dying;
-	ot->dying = d;
-	if (!rma__timer_armed(&ot->tick))
-		rma__timer_arm(ot->e, &ot->tick, rma__now_ns() + 100 * 1000000LL);
+	rma__ofi_ctl_close(c);
+}
+
+static void idle_drop(struct ofi_tr *ot, struct ofi_ctl **pp)
+{
+	struct ofi_ctl *d = *pp;
+	*pp = d->next;
+	ot->nidle--;
+	rma__ofi_ep_close(d->serve);
+	free(d->given);
+	free(d);
 }
 
 static void ctl_fail(struct ofi_ctl *c, int err)
@@ -148,7 +161,7 @@ static void ctl_fail(struct ofi_ctl *c, int err)
 		rma__refused(&c->ot->refusals, err == -EACCES ? RMA__REFUSED_SECRET
 				: err == -ETIMEDOUT ? RMA__REFUSED_TIMEOUT
 				: RMA__REFUSED_PROTO, rma__now_ns());
-	ctl_linger(c);
+	ctl_park(c);
 }
 
 static int setup_start(struct ofi_ctl *c, bool server)
@@ -162,15 +175,27 @@ static int setup_start(struct ofi_ctl *c, bool server)
 	return rma__setup_init(&c->s, c->w.fd, server, &sp);
 }
 
-/* Owner: the peer proved the secret.  Give it an endpoint of its own. */
-static int welcome(struct ofi_ctl *c)
+/* Owner: the peer proved the secret.  Give it an endpoint of its own: a
+ * parked one (its keys stay on record) or, if fresh, a new one. */
+static int welcome(struct ofi_ctl *c, bool fresh)
 {
 	struct ofi_tr *ot = c->ot;
 	uint8_t m[MSG_LEN + OFI_ADDR_MAX];
 	size_t al = OFI_ADDR_MAX;
-	int rc = rma__ofi_ep_open(ot, NULL, &c->serve);
-	if (rc)
+	struct ofi_ctl *d = ot->idle;
+	int rc;
+
+	if (!fresh && d && !c->given) {
+		ot->idle = d->next;
+		ot->nidle--;
+		c->serve = d->serve;
+		c->given = d->given;
+		c->ngiven = d->ngiven;
+		c->capgiven = d->capgiven;
+		free(d);
+	} else if ((rc = rma__ofi_ep_open(ot, NULL, &c->serve))) {
 		return rc;
+	}
 	rc = fi_getname(&c->serve->ep->fid, m + MSG_LEN, &al);
 	if (rc)
 		return rma__ofi_err(rc);
@@ -333,7 +358,7 @@ static void ctl_cb(struct rma__watch *w, uint32_t ev)
 		c->need = MSG_LEN;
 		if (c->peer)
 			c->step = CTL_WELCOME;
-		else if ((rc = welcome(c))) {
+		else if ((rc = welcome(c, false))) {
 			ctl_fail(c, rc);
 			return;
 		}
@@ -382,17 +407,6 @@ static void tick_cb(struct rma__timer *tm)
 			ctl_fail(c, -ETIMEDOUT);
 		else
 			pending = true;
-	}
-	for (struct ofi_ctl **pp = &ot->dying; *pp;) {
-		struct ofi_ctl *d = *pp;
-		if (now < d->deadline) {
-			pending = true;
-			pp = &d->next;
-			continue;
-		}
-		*pp = d->next;
-		rma__ofi_ep_close(d->serve);
-		free(d);
 	}
 	rma__refusals_log(&ot->refusals, now);
 	if (pending || ot->refusals.n[RMA__REFUSED_SECRET] ||
@@ -479,12 +493,8 @@ void rma__ofi_ctl_fini(struct ofi_tr *ot)
 {
 	while (ot->served)
 		rma__ofi_ctl_close(ot->served);
-	while (ot->dying) {
-		struct ofi_ctl *d = ot->dying;
-		ot->dying = d->next;
-		rma__ofi_ep_close(d->serve);
-		free(d);
-	}
+	while (ot->idle)
+		idle_drop(ot, &ot->idle);
 	rma__timer_cancel(ot->e, &ot->tick);
 	if (ot->lw.fd >= 0) {
 		rma__watch_retire(ot->e, &ot->lw);
@@ -554,11 +564,20 @@ static int moved(struct ofi_ctl *c, uint64_t core)
 	int rc = send_all(c->w.fd, m, MSG_LEN);
 	rma__ofi_ep_close(c->serve);
 	c->serve = NULL;
-	return rc ? rc : welcome(c);
+	return rc ? rc : welcome(c, true);
 }
 
 void rma__ofi_ctl_revoke(struct ofi_tr *ot, uint64_t core)
 {
+	for (struct ofi_ctl **pp = &ot->idle; *pp;) {
+		bool had = false;
+		for (unsigned i = 0; i < (*pp)->ngiven && !had; i++)
+			had = (*pp)->given[i] == core;
+		if (had) /* its last peer may still be moving bytes */
+			idle_drop(ot, pp);
+		else
+			pp = &(*pp)->next;
+	}
 	for (struct ofi_ctl *c = ot->served, *next; c; c = next) {
 		next = c->next;
 		for (unsigned i = 0; i < c->ngiven; i++)
@@ -576,19 +595,22 @@ void rma__ofi_ctl_progress(struct ofi_tr *ot)
 	for (struct ofi_ctl *c = ot->served; c; c = c->next)
 		if (c->serve)
 			rma__ofi_cq_drain(c->serve);
-	for (struct ofi_ctl *d = ot->dying; d; d = d->next)
+	for (struct ofi_ctl *d = ot->idle; d; d = d->next)
 		rma__ofi_cq_drain(d->serve);
 }
 
 int rma__ofi_ctl_arm(struct ofi_tr *ot)
 {
-	if (ot->dying)
-		return 0; /* the tick polls them */
 	for (struct ofi_ctl *c = ot->served; c; c = c->next) {
 		struct fid *f;
 		if (!c->serve)
 			continue;
 		f = &c->serve->cq->fid;
+		if (fi_trywait(ot->fabric, &f, 1))
+			return -EAGAIN;
+	}
+	for (struct ofi_ctl *d = ot->idle; d; d = d->next) {
+		struct fid *f = &d->serve->cq->fid;
 		if (fi_trywait(ot->fabric, &f, 1))
 			return -EAGAIN;
 	}

@@ -195,7 +195,8 @@ int rma__ofi_ep_open(struct ofi_tr *ot, struct ofi_peer *peer,
 		     struct ofi_ep **out)
 {
 	struct ofi_ep *oe = calloc(1, sizeof *oe);
-	struct fi_info *info = ot->info, *dup = NULL;
+	struct fi_info *info = peer || !ot->serve_info ? ot->info : ot->serve_info;
+	struct fi_info *dup = NULL;
 	struct fi_cq_attr cqa = { .format = FI_CQ_FORMAT_CONTEXT,
 				  .wait_obj = ot->wait_fd ? FI_WAIT_FD : FI_WAIT_NONE };
 	struct fi_av_attr ava = { .type = info->domain_attr->av_type };
@@ -268,6 +269,8 @@ static void tr_free(struct ofi_tr *ot)
 		fi_close(&ot->fabric->fid);
 	if (ot->info)
 		fi_freeinfo(ot->info);
+	if (ot->serve_info)
+		fi_freeinfo(ot->serve_info);
 	while (ot->free_ctx) {
 		struct ofi_ctx *c = ot->free_ctx;
 		ot->free_ctx = c->next;
@@ -348,6 +351,13 @@ static int ofi_init(struct rma_engine *e, const struct rma__topts *o,
 	    (rc = fi_domain(ot->fabric, fi, &ot->domain, NULL))) {
 		rc = rma__ofi_err(rc);
 		goto fail;
+	}
+	/* Serving endpoints post nothing and take no messages: small queues
+	 * keep each (one per peer) from holding megabytes of receive buffers. */
+	ot->serve_info = fi_dupinfo(fi);
+	if (ot->serve_info) {
+		ot->serve_info->rx_attr->size = RMA_MIN(fi->rx_attr->size, 64);
+		ot->serve_info->tx_attr->size = RMA_MIN(fi->tx_attr->size, 64);
 	}
 	/* A wait fd where the provider has one (tcp, sockets, verbs); the
 	 * others are polled (shm, efa before 2.3). */

@@ -42,6 +42,7 @@
 #define OFI_SERVE_HS_NS (3LL * 1000000000)   /* owner: setup to done */
 #define OFI_MAX_CTL 4096                     /* owner: control connections */
 #define OFI_KEYS_MAX 1024                    /* initiator: keys kept per peer */
+#define OFI_IDLE_MAX 16                      /* owner: serving endpoints kept */
 
 struct ofi_ctl;
 
@@ -110,6 +111,7 @@ struct ofi_tr {
 	struct rma__transport base;
 	struct rma_engine *e;
 	struct fi_info *info;
+	struct fi_info *serve_info; /* serving endpoints: small queues */
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
 	struct ofi_ep *serve;    /* the advertised endpoint (passive side) */
@@ -131,7 +133,8 @@ struct ofi_tr {
 	uint8_t key[16];         /* setup proof key, from the secret */
 	uint64_t engine_id;
 	struct ofi_ctl *served;  /* owner: accepted control connections */
-	struct ofi_ctl *dying;   /* owner: their peer left; endpoints linger */
+	struct ofi_ctl *idle;    /* owner: serving endpoints whose peer left */
+	unsigned nidle;
 	unsigned nserved;
 	struct ofi_grant *grants;
 	struct rma__refusals refusals;
