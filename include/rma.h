@@ -217,7 +217,9 @@ struct rma_completion {
 int rma_post(rma_engine *e, const struct rma_op *ops, size_t n, int timeout_ms,
 	     int *err);
 
-/* Take up to max waiting completions; returns the count (0 if none). */
+/* Take up to max waiting completions; returns the count (0 if none).  If
+ * none wait, an engine with a progress thread first runs one progress round
+ * on the caller's thread (the thread stands aside while the caller polls). */
 int rma_poll(rma_engine *e, struct rma_completion *out, size_t max);
 
 /* Drive progress once, waiting up to timeout_ms for activity; returns the

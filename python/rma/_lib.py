@@ -98,6 +98,7 @@ _PROTOTYPES = {
     "rma_engine_destroy": (None, [_vp]),
     "rma_engine_address": (_i, [_vp, _vp, _sz]),
     "rma_region_register": (_i, [_vp, _vp, _sz, ctypes.c_uint, ctypes.POINTER(_vp)]),
+    "rma_region_alloc": (_i, [_vp, _sz, ctypes.c_uint, ctypes.POINTER(_vp), ctypes.POINTER(_vp)]),
     "rma_region_release": (_i, [_vp]),
     "rma_advertise_text": (_i, [_vp, _u64, _u64, ctypes.c_uint, ctypes.c_char_p, _sz]),
     "rma_remote_parse": (_i, [ctypes.c_char_p, ctypes.POINTER(_vp)]),

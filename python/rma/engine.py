@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ctypes
+import sys
 import enum
 import errno as _errno
 import math
@@ -84,15 +85,27 @@ class Buffer:
     drops every reference: peers holding an advertisement may still write.
     """
 
-    def __init__(self, engine: "Engine", obj: BufferLike, access: int) -> None:
-        self._holder, self.nbytes = _export(obj, "register()")
-        self.obj = obj
+    def __init__(self, engine: "Engine", obj: Optional[BufferLike], access: int,
+                 alloc: int = 0) -> None:
         self.engine = engine
         self.access = Access(access)
         region = ctypes.c_void_p()
-        check(lib.rma_region_register(engine._handle(), ctypes.addressof(self._holder),
-                                      self.nbytes, access, ctypes.byref(region)),
-              f"registering {self.nbytes} bytes")
+        if obj is None:  # Engine.alloc: the engine's memory
+            addr = ctypes.c_void_p()
+            check(lib.rma_region_alloc(engine._handle(), alloc, access,
+                                       ctypes.byref(region), ctypes.byref(addr)),
+                  f"allocating {alloc} bytes")
+            self._holder = (ctypes.c_char * alloc).from_address(addr.value)
+            self.nbytes = alloc
+            self.obj = memoryview(self._holder).cast("B")
+            self._alloc = True
+        else:
+            self._holder, self.nbytes = _export(obj, "register()")
+            self.obj = obj
+            self._alloc = False
+            check(lib.rma_region_register(engine._handle(), ctypes.addressof(self._holder),
+                                          self.nbytes, access, ctypes.byref(region)),
+                  f"registering {self.nbytes} bytes")
         self._region: Optional[int] = region.value
 
     @property
@@ -131,6 +144,18 @@ class Buffer:
         object may be resized, closed or freed.  Calling it again is a no-op."""
         if self._region is None:
             return
+        if self._alloc and isinstance(self.obj, memoryview):
+            # Release unmaps engine memory: refuse while views of it live
+            # (as mmap.close does), or they would point at nothing.
+            try:
+                self.obj.release()
+            except BufferError:
+                raise BufferError("release(): views of the allocated memory are still "
+                                  "alive (memoryview, numpy array); drop them first") from None
+            if sys.getrefcount(self._holder) > 2:  # ours and the call's
+                self.obj = memoryview(self._holder).cast("B")
+                raise BufferError("release(): views of the allocated memory are still "
+                                  "alive (memoryview, numpy array); drop them first")
         region, self._region = self._region, None
         if self.engine._ptr is not None:
             lib.rma_region_release(region)
@@ -397,6 +422,21 @@ class Engine:
         engine keeps it alive until :meth:`Buffer.release` or :meth:`close`.
         ``access`` says what peers may do (default: read and write)."""
         b = Buffer(self, obj, _access(access))
+        with self._lock:
+            self._buffers.add(b)
+        return b
+
+    def alloc(self, nbytes: int, access: AccessLike = Access.RW) -> Buffer:
+        """Allocate and register ``nbytes`` of shared memory owned by the
+        engine (``rma_region_alloc``); same-host peers map it once and copy
+        without a system call per op.  Its bytes are ``buffer.obj``, a
+        writable memoryview (``numpy.frombuffer(buffer.obj, ...)`` works).
+        :meth:`Buffer.release` unmaps the memory, so it raises BufferError
+        while other views of it are alive; closing the engine unmaps it
+        whatever views remain."""
+        if nbytes <= 0:
+            raise ValueError(f"nbytes must be > 0, not {nbytes!r}")
+        b = Buffer(self, None, _access(access), alloc=nbytes)
         with self._lock:
             self._buffers.add(b)
         return b

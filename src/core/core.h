@@ -115,6 +115,11 @@ struct rma__theap {
 	struct rma__lnode fifo;
 };
 
+/* How long an empty rma_poll keeps the progress thread aside: a caller
+ * spinning on rma_poll renews it every call; one that stops (to sleep on
+ * the completion fd) costs at most this much delay. */
+#define RMA__POLL_LEASE_NS 20000
+
 struct rma_engine {
 	pthread_mutex_t mu;
 	struct rma__engine_params p;
@@ -177,6 +182,7 @@ struct rma_engine {
 	pthread_cond_t pt_cv;   /* the progress thread sleeps here meanwhile */
 	int64_t last_activity;
 	int64_t poll_until;      /* when the thread's epoll_wait times out; 0: not asleep */
+	int64_t poll_lease;      /* rma_poll callers drive progress until then (atomic) */
 	int64_t poll_ns;         /* smallest transport poll_ns; 0 = none */
 	bool in_cb;
 	bool pump;               /* credits freed or a peer became ready */

@@ -12,6 +12,7 @@
  * passes.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -83,10 +84,19 @@ RMA_EXPORT int rma_poll(rma_engine *e, struct rma_completion *out, size_t max)
 
 	if (!e || (!out && max))
 		return -EINVAL;
-	/* Empty: answer without the lock, which the progress thread needs;
-	 * callers spin here. */
-	if (!__atomic_load_n(&e->cq_count, __ATOMIC_ACQUIRE))
-		return 0;
+	/* Empty: a caller spinning here drives progress itself, and the
+	 * progress thread stands aside until the lease runs out, rather
+	 * than two threads fighting for the cores over the same work. */
+	if (!__atomic_load_n(&e->cq_count, __ATOMIC_ACQUIRE)) {
+		if (!e->has_thread)
+			return 0;
+		__atomic_store_n(&e->poll_lease, rma__now_ns() + RMA__POLL_LEASE_NS,
+				 __ATOMIC_RELAXED);
+		if (rma__progress_once(e, 0) == 0)
+			sched_yield(); /* nothing came: let a peer on our core run */
+		if (!__atomic_load_n(&e->cq_count, __ATOMIC_ACQUIRE))
+			return 0;
+	}
 	pthread_mutex_lock(&e->mu);
 	n = rma__cq_take(e, out, (uint32_t)RMA_MIN(max, UINT32_MAX));
 	pthread_mutex_unlock(&e->mu);

@@ -196,6 +196,15 @@ static void *thread_main(void *arg)
 		}
 		if (e->stop)
 			break;
+		int64_t lease = __atomic_load_n(&e->poll_lease, __ATOMIC_RELAXED);
+		if (lease > rma__now_ns()) {
+			/* A caller polls and drives progress: stand aside until
+			 * its lease runs out (it renews it each empty poll). */
+			struct timespec ts = {(time_t)(lease / 1000000000),
+					      (long)(lease % 1000000000)};
+			pthread_cond_timedwait(&e->pt_cv, &e->mu, &ts);
+			continue;
+		}
 		int timeout = sleep_ms(e);
 		/* Published so that an earlier deadline can wake us. */
 		e->poll_until = timeout ? rma__now_ns() + (int64_t)timeout * 1000000 : 0;

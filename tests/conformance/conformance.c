@@ -621,7 +621,7 @@ static void *streamer(void *arg)
 			};
 			int rc = rma_post(s->e, &op, 1, 10000, NULL);
 			seq++;
-			s->posted[ph]++;
+			__atomic_add_fetch(&s->posted[ph], 1, __ATOMIC_RELAXED);
 			if (rc == 1) {
 				inflight++;
 			} else {
@@ -687,7 +687,14 @@ static int case_release_race(void)
 	s.phase = 1;
 	target_cmd(&t, reply, sizeof reply, "release_watch rw 200");
 	s.phase = 2;
+	/* Some posts after the release: at least 300 ms of them, longer on a
+	 * loaded host where ops caught by the release take a while to end
+	 * (the window is full until they do). */
+	int64_t until = test_now_ms() + 20000;
 	test_sleep_ms(300);
+	while (__atomic_load_n(&s.posted[2], __ATOMIC_RELAXED) < 4 &&
+	       test_now_ms() < until)
+		test_sleep_ms(10);
 	s.stop = 1;
 	pthread_join(th, NULL);
 	printf("before: %ld ok %ld failed; during: %ld ok %ld failed; after: "

@@ -184,6 +184,9 @@ static int f_abort(struct rma__peer *p, uint64_t op_id, int err)
 static void f_progress(struct rma__transport *t)
 {
 	fake.progresses++;
+	if (__atomic_load_n(&fake.mark_set, __ATOMIC_ACQUIRE) &&
+	    pthread_equal(pthread_self(), fake.mark))
+		fake.progress_on_mark++;
 	if (fake.defer_ready && fake.peer &&
 	    fake.peer->state == RMA__PEER_CONNECTING)
 		rma__peer_ready(fake.peer);

@@ -11,6 +11,7 @@
 #ifndef RMA_FAKE_TRANSPORT_H
 #define RMA_FAKE_TRANSPORT_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "core/core.h"
@@ -53,6 +54,11 @@ struct fake_state {
 	unsigned credits;         /* set as the peer's credits */
 	unsigned mem_regs, mem_deregs, grant_adds, grant_removes, arms;
 	unsigned aborts, progresses;
+	/* progress rounds run by the thread `mark` (set mark, then
+	 * mark_set with release order) */
+	pthread_t mark;
+	int mark_set;
+	unsigned progress_on_mark;
 	int abort_err[64];        /* err of each abort, in order */
 	uint64_t abort_op[64];
 };

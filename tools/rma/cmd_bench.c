@@ -58,6 +58,8 @@ struct bench_args {
 	unsigned regions;       /* regions at the target */
 	const char *token;      /* --target; NULL = start our own */
 	bool alloc;             /* our target's buffer from rma_region_alloc */
+	uint64_t span;          /* bytes ops cycle through; 0 = offset 0 only */
+	bool span_set;
 	int timeout_ms;         /* per op; 0 = the engine's default */
 	struct common_opts common;
 };
@@ -120,6 +122,7 @@ static void usage(FILE *f)
 		"                 [--warmup TIME] [--verify] [--fill SEED] [--peers N]\n"
 		"                 [--regions N] [--timeout DURATION] [--json]\n"
 		"                 [--manual-progress] [--target TOKEN] [--alloc]\n"
+		"                 [--span BYTES]\n"
 		"                 [--secret-file PATH] [--log LEVEL]\n\n"
 		"For each size: a warm-up, then bandwidth and message rate with --window ops\n"
 		"in flight per peer (rma_post, --batch ops per call, and rma_poll), then\n"
@@ -162,6 +165,10 @@ static void usage(FILE *f)
 		"                           largest size and allow the operation)\n"
 		"      --alloc              our target's buffer is shared memory from\n"
 		"                           rma_region_alloc (same-host shm peers map it)\n"
+		"      --span BYTES         ops cycle through distinct offsets within the\n"
+		"                           first BYTES of the buffers (default: the largest\n"
+		"                           size); 0: every op at offset 0, as a loop that\n"
+		"                           reuses one buffer does (cache-warm)\n"
 		COMMON_HELP "\n" UNITS_HELP
 		"Here --duration and --warmup read a bare number as seconds.\n"
 		"MB/s is 10^6 bytes/s, Gb/s 10^9 bits/s, Mop/s 10^6 completed ops/s.\n"
@@ -221,7 +228,7 @@ static int parse_seconds(const char *s, uint64_t *ms)
 	return 0;
 }
 
-enum { OPT_WARMUP = 0x200, OPT_VERIFY, OPT_PEERS, OPT_REGIONS };
+enum { OPT_WARMUP = 0x200, OPT_VERIFY, OPT_PEERS, OPT_REGIONS, OPT_SPAN };
 
 static int parse_args(int argc, char **argv, struct bench_args *a)
 {
@@ -244,6 +251,7 @@ static int parse_args(int argc, char **argv, struct bench_args *a)
 		{ "manual-progress", no_argument, NULL, 'm' },
 		{ "target", required_argument, NULL, OPT_TARGET },
 		{ "alloc", no_argument, NULL, OPT_ALLOC },
+		{ "span", required_argument, NULL, OPT_SPAN },
 		COMMON_LONG_OPTIONS,
 		{ NULL, 0, NULL, 0 },
 	};
@@ -322,6 +330,13 @@ static int parse_args(int argc, char **argv, struct bench_args *a)
 		case 'm': a->manual = true; break;
 		case OPT_TARGET: a->token = optarg; break;
 		case OPT_ALLOC: a->alloc = true; break;
+		case OPT_SPAN:
+			if (strcmp(optarg, "0") && parse_size(optarg, &v) < 0)
+				return tool_usage_error("bench", "bad --span '%s' (bytes, or 0)",
+							optarg);
+			a->span = strcmp(optarg, "0") ? v : 0;
+			a->span_set = true;
+			break;
 		case 'h':
 			usage(stdout);
 			return -1;
@@ -949,9 +964,13 @@ static int measure(struct bench *b, int size_index, struct result *res)
 
 	*res = (struct result){ .size = size, .verified = -1 };
 	b->seq = 0;
-	b->slots = b->len / size;
+	/* Distinct offsets within the span (default: the whole buffer); at
+	 * least one, offset 0. */
+	b->slots = (a->span_set && a->span < b->len ? a->span : b->len) / size;
 	if (b->slots > MAX_SLOTS)
 		b->slots = MAX_SLOTS;
+	if (b->slots == 0)
+		b->slots = 1;
 	if (a->verify)
 		prepare_bytes(b, size_index);
 	/* Warm-up: the same traffic, unmeasured, plus a few single ops. */

@@ -1,0 +1,64 @@
+/*
+ * rma_poll on an engine with a progress thread: when nothing waits, the
+ * caller drives a progress round itself (the thread stands aside while the
+ * caller keeps polling), and once the caller stops polling the thread takes
+ * over again: a deadline still fires while the caller sleeps on the
+ * completion fd.
+ */
+#include <errno.h>
+#include <poll.h>
+
+#include "check.h"
+#include "fake_transport.h"
+#include "testlib.h"
+
+int main(void)
+{
+	test_watchdog(60);
+	fake_register();
+	fake_reset(0);
+
+	struct rma_config cfg;
+	rma_engine *e;
+	rma_config_init(&cfg);
+	cfg.transports = "fake"; /* with its progress thread */
+	CHECK_RC(rma_engine_create(&cfg, &e), 0);
+	char *buf = test_alloc(4096);
+	rma_region *l;
+	CHECK_RC(rma_region_register(e, buf, 4096, RMA_ACCESS_REMOTE_RW, &l), 0);
+	rma_remote *r = fake_remote(l, 0, 4096);
+	int fd = rma_completion_fd(e);
+	CHECK(fd >= 0);
+
+	/* 1. Every empty poll runs a round on the calling thread. */
+	struct rma_completion c;
+	fake.mark = pthread_self();
+	__atomic_store_n(&fake.mark_set, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < 1000; i++)
+		CHECK_EQ(rma_poll(e, &c, 1), 0);
+	CHECKF(fake.progress_on_mark >= 1000,
+	       "%u rounds on the polling thread for 1000 empty polls",
+	       fake.progress_on_mark);
+
+	/* 2. An op times out while the caller, done polling, sleeps on the
+	 * fd: the progress thread must be back to run the deadline. */
+	struct rma_op op = { .kind = RMA_OP_PUT, .local = l, .remote = r,
+			     .len = 64, .user_data = 7 };
+	CHECK_RC(rma_post(e, &op, 1, 100, NULL), 1);
+	for (int i = 0; i < 100; i++)
+		CHECK_EQ(rma_poll(e, &c, 1), 0); /* renews the lease */
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int64_t t0 = test_now_ms();
+	int n = poll(&p, 1, 10000);
+	CHECKF(n == 1, "no completion %lld ms after the last poll",
+	       (long long)(test_now_ms() - t0));
+	CHECK_EQ(rma_poll(e, &c, 1), 1);
+	CHECK_EQ(c.user_data, 7);
+	CHECK_RC(c.result, -ETIMEDOUT);
+
+	rma_remote_free(r);
+	rma_region_release(l);
+	rma_engine_destroy(e);
+	printf("ok\n");
+	return 0;
+}
