@@ -375,8 +375,10 @@ static void ctl_cb(struct rma__watch *w, uint32_t ev)
 
 void rma__ofi_ctl_poll(struct ofi_ctl *c)
 {
-	if (c->step == CTL_UP)
-		(void)ctl_read(c); /* a failure is acted on by the watch */
+	/* A failure is acted on by the watch, not here (inside a drain):
+	 * EPOLLOUT fires at once on a connected socket. */
+	if (c->step == CTL_UP && ctl_read(c))
+		(void)rma__watch_mod(c->ot->e, &c->w, EPOLLIN | EPOLLOUT);
 }
 
 static struct ofi_ctl *ctl_new(struct ofi_tr *ot, int fd)
