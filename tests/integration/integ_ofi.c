@@ -23,6 +23,9 @@
  *   proof      a raw client with a wrong proof on the control connection
  *              is refused (-EACCES in message 4, then closed) and gets no
  *              fabric key; the same client with the right proof gets one
+ *   fake_owner a token edited to name a fake owner whose proof is wrong:
+ *              the initiator fails with -EACCES and sends nothing after
+ *              its hello (no proof of its own, no KEY)
  */
 #include <errno.h>
 #include <signal.h>
@@ -35,6 +38,7 @@
 #include "transport/setup.h"
 
 #include <arpa/inet.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -519,6 +523,92 @@ static int case_proof(void)
 	return 0;
 }
 
+struct fake {
+	int lfd;
+	uint64_t engine_id;
+	ssize_t after; /* bytes the initiator sent after message 1 */
+};
+
+static void *fake_owner(void *arg)
+{
+	struct fake *f = arg;
+	uint8_t b[RMA__SETUP_HDR_SIZE], rest[256];
+	struct rma__setup_msg m;
+	int fd = accept(f->lfd, NULL, NULL);
+	f->after = -1;
+	if (fd < 0)
+		return NULL;
+	struct timeval tv = { .tv_sec = 10 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	if (recv(fd, b, sizeof b, MSG_WAITALL) != (ssize_t)sizeof b ||
+	    rma__setup_msg_decode(b, sizeof b, &m) || m.step != 1) {
+		close(fd);
+		return NULL;
+	}
+	/* Message 2 with the right engine id and a proof made without the
+	 * secret. */
+	struct rma__setup_msg r = { .step = 2, .kind = 3,
+				    .engine_id = f->engine_id, .word = 0,
+				    .nonce = 0x5555aaaa5555aaaaULL };
+	memset(r.proof, 0x42, sizeof r.proof);
+	rma__setup_msg_encode(&r, b);
+	(void)!send(fd, b, sizeof b, MSG_NOSIGNAL);
+	/* Whatever comes next (until the client closes or 10 s pass). */
+	ssize_t n, got = 0;
+	while ((n = recv(fd, rest, sizeof rest, 0)) > 0)
+		got += n;
+	f->after = got;
+	close(fd);
+	return NULL;
+}
+
+static int case_fake_owner(void)
+{
+	static struct target_opts o = { .secret = "open sesame", .rw_size = 4 * MiB };
+	struct target t;
+	uint8_t b[RMA_ADVERTISEMENT_MAX];
+	unsigned blen;
+	o.transports = spec;
+	if (target_start(&t, &o))
+		return TEST_SKIP;
+	int n = ad_bytes(&t, "rw", 0, 0, 0, b);
+	uint8_t *blob = ofi_blob(b, n, &blen);
+	size_t o_ctl = 6 + (size_t)blob[2] + blob[3] + (blob[4] | blob[5] << 8);
+	CHECK(blob[1] == 2 && blob[o_ctl] == 7);
+
+	struct fake f = { .engine_id = 0 };
+	for (int i = 0; i < 8; i++)
+		f.engine_id |= (uint64_t)b[8 + i] << (8 * i);
+	f.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof sa;
+	CHECK(bind(f.lfd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+	      listen(f.lfd, 4) == 0 &&
+	      getsockname(f.lfd, (struct sockaddr *)&sa, &sl) == 0);
+	uint16_t port = ntohs(sa.sin_port);
+	blob[o_ctl + 2] = (uint8_t)port;
+	blob[o_ctl + 3] = (uint8_t)(port >> 8);
+	rma_remote *r = reseal(b, n);
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, fake_owner, &f) == 0);
+
+	rma_engine *e = engine_secret("open sesame");
+	char *buf = test_alloc(MiB);
+	rma_region *l = integ_region(e, buf, MiB);
+	CHECK_RC(integ_op(e, RMA_OP_PUT, l, r, 0, 4096, 10000), -EACCES);
+	rma_remote_free(r);
+	rma_engine_destroy(e); /* closes the connection: the fake stops */
+	pthread_join(th, NULL);
+	printf("fake owner: the initiator sent %zd bytes after its hello\n", f.after);
+	CHECKF(f.after == 0, "the initiator answered a wrong server proof "
+	       "(%zd bytes)", f.after);
+	close(f.lfd);
+	test_free(buf, MiB);
+	target_stop(&t);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -532,6 +622,7 @@ static const struct {
 	{ "secret", case_secret },
 	{ "stale", case_stale },
 	{ "proof", case_proof },
+	{ "fake_owner", case_fake_owner },
 };
 
 int main(int argc, char **argv)
