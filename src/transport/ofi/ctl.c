@@ -498,8 +498,9 @@ void rma__ofi_ctl_fini(struct ofi_tr *ot)
 	while (ot->idle)
 		idle_drop(ot, &ot->idle);
 	rma__timer_cancel(ot->e, &ot->tick);
+	/* Only at fini, when no poller is left: the watch lives in ot, which
+	 * goes now, so it is not retired (closing drops it from epoll). */
 	if (ot->lw.fd >= 0) {
-		rma__watch_retire(ot->e, &ot->lw);
 		close(ot->lw.fd);
 		ot->lw.fd = -1;
 	}
