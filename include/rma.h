@@ -112,7 +112,10 @@ void rma_engine_destroy(rma_engine *e);
 
 /* ---- regions and advertisements ---- */
 
-/* Register [addr, addr+len) with enum rma_access flags (0 = local use only). */
+/* Register [addr, addr+len) with enum rma_access flags (0 = local use only).
+ * CUDA device memory too, when the application has loaded the driver
+ * (api.md: verbs by dma-buf, tcp and shm through pinned host memory);
+ * -EINVAL for a range that is device memory at one end only. */
 int rma_region_register(rma_engine *e, void *addr, size_t len, unsigned access,
 			rma_region **out);
 
@@ -279,9 +282,43 @@ int rma_transports(struct rma_transport_info *out, size_t max);
 
 /* Raw transport handles (e.g. for GPU-initiated transfers), where a
  * transport has any; -EOPNOTSUPP where it has none, -ENOENT if the
- * transport is not active in this engine. Returns the bytes written. */
+ * transport is not active in this engine, -ENOSPC if cap is too small.
+ * Returns the bytes written.  verbs writes a struct rma_verbs_raw (qp
+ * NULL). */
 int rma_transport_raw(rma_engine *e, const char *transport, void *out,
 		      size_t cap);
+
+/*
+ * What verbs hands out (include <infiniband/verbs.h> for the types).  The
+ * objects are the engine's: use them (query them, register memory on the
+ * PD, make QPs of your own on it) but never destroy or modify them.  The
+ * engine polls the CQ and counts the QP's send queue itself, so posting on
+ * its QP needs care: a WR rma did not post is one it cannot account for.
+ * Valid until the engine is destroyed (context, pd, cq), and for qp until
+ * that peer is removed or fails, or its QP is replaced after a work
+ * request error (a new QP: ask again).
+ */
+struct rma_verbs_raw {
+	void *context;     /* struct ibv_context *: the device */
+	void *pd;          /* struct ibv_pd *: every region's MRs are on it */
+	void *cq;          /* struct ibv_cq *: shared by the instance's QPs */
+	void *qp;          /* struct ibv_qp *: the peer's RC QP (rma_peer_raw) */
+	uint32_t qp_num;   /* qp's number; 0 without one */
+	uint32_t port_num; /* the port in use */
+};
+
+/*
+ * A peer's raw handles on transport `transport` ("verbs": a struct
+ * rma_verbs_raw with the QP that reaches r's owner and its CQ), written to
+ * out; returns the bytes written.  Connects on that transport if there is
+ * no connection yet: until it is up the answer is -ENOTCONN (ask again
+ * after rma_progress or a wait), or the connect's error if it failed at
+ * once.  -EOPNOTSUPP: the transport has no raw handles (tcp, shm);
+ * -ENOENT: not active in this engine; -EHOSTUNREACH: r has no entry for
+ * it, or the owner is out of its reach; -ENOSPC: cap too small.
+ */
+int rma_peer_raw(rma_engine *e, const rma_remote *r, const char *transport,
+		 void *out, size_t cap);
 
 /* How this engine reaches the owner of r. */
 enum rma_peer_state {

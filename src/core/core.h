@@ -7,7 +7,8 @@
  * epoll_wait runs without it.
  *
  * Files: engine.c (lifetime, introspection), tspec.c (transport specs and
- * options), config.c, region.c (regions, grants), advert.c (the codec),
+ * options), config.c, region.c (regions, grants), stage.c (CUDA device
+ * memory on CPU-copying transports), advert.c (the codec),
  * op.c (the op path), peer.c (peers, routing, fallback), cq.c (the
  * completion queue), wait.c (every blocking call), timer.c (the deadline
  * heap), progress.c (the loop and its thread).
@@ -59,6 +60,8 @@ struct rma_region {
 	unsigned access;
 	unsigned tmask;   /* instances that registered it (mem_reg) */
 	int fd;           /* memfd behind it (rma_region_alloc), else -1 */
+	bool dev;         /* CUDA device memory (stage.c) */
+	void *cuctx;      /* ... and its context */
 	struct rma__grant *grants;
 	void *tdata[RMA__MAX_TRANSPORTS];
 	struct rma__lnode users; /* live and dying ops using it as local memory */
@@ -255,6 +258,10 @@ void rma__deliver_callbacks(struct rma_engine *e);
 
 /* region.c */
 void rma__region_free_all(struct rma_engine *e);
+/* stage.c */
+int rma__region_detect(struct rma_region *r);
+bool rma__region_carries(const struct rma_region *r,
+			 const struct rma__transport *t);
 int rma__grant_for(struct rma_region *r, uint64_t off, uint64_t len,
 		   unsigned access, struct rma__grant **out);
 

@@ -88,7 +88,9 @@ RMA_EXPORT int rma_poll(rma_engine *e, struct rma_completion *out, size_t max)
 	 * progress thread stands aside until the lease runs out, rather
 	 * than two threads fighting for the cores over the same work. */
 	if (!__atomic_load_n(&e->cq_count, __ATOMIC_ACQUIRE)) {
-		if (!e->has_thread)
+		/* (Not in callback mode: completions never come here, and a
+		 * caller holding a lock its callback takes must not run it.) */
+		if (!e->has_thread || __atomic_load_n(&e->cb, __ATOMIC_RELAXED))
 			return 0;
 		__atomic_store_n(&e->poll_lease, rma__now_ns() + RMA__POLL_LEASE_NS,
 				 __ATOMIC_RELAXED);

@@ -342,6 +342,39 @@ RMA_EXPORT int rma_peer_connect(rma_engine *e, const rma_remote *r, int timeout_
 	return err;
 }
 
+RMA_EXPORT int rma_peer_raw(rma_engine *e, const rma_remote *r,
+			    const char *name, void *out, size_t cap)
+{
+	const struct rma__rentry *ent;
+	struct rma__transport *t;
+	struct rma__peer *p;
+	unsigned skip = 0;
+	int rc = -ENOENT;
+
+	if (!e || !r || !name || (!out && cap))
+		return -EINVAL;
+	pthread_mutex_lock(&e->mu);
+	/* Routes through the named transport's instances only. */
+	for (unsigned i = 0; i < e->ntr; i++) {
+		if (strcmp(e->tr[i]->ops->name, name))
+			skip |= 1u << i;
+		else if (!(e->tr[i]->ops->caps & RMA__CAP_PEER_RAW))
+			skip |= 1u << i, rc = -EOPNOTSUPP;
+		else
+			rc = -EHOSTUNREACH;
+	}
+	if (rc == -EHOSTUNREACH && e->shut)
+		rc = -ESHUTDOWN;
+	else if (rc == -EHOSTUNREACH && !rma__route(e, r, NULL, skip, &t, &ent)) {
+		p = rma__peer_get(e, r, t, ent, &rc); /* connects if need be */
+		if (p)
+			rc = p->state == RMA__PEER_READY
+				     ? t->ops->peer_raw(p, out, cap) : -ENOTCONN;
+	}
+	pthread_mutex_unlock(&e->mu);
+	return rc;
+}
+
 RMA_EXPORT int rma_peer_remove(rma_engine *e, const rma_remote *r, int timeout_ms)
 {
 	struct peer_wait w = {e, r, NULL, 1};

@@ -260,7 +260,7 @@ RMA_EXPORT int rma_set_callback(rma_engine *e, rma_complete_cb cb, void *arg)
 	if (!e)
 		return -EINVAL;
 	pthread_mutex_lock(&e->mu);
-	e->cb = cb;
+	__atomic_store_n(&e->cb, cb, __ATOMIC_RELAXED); /* rma_poll peeks at it */
 	e->cb_arg = arg;
 	pthread_mutex_unlock(&e->mu);
 	rma__deliver_callbacks(e);

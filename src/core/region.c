@@ -128,9 +128,15 @@ static int region_new(rma_engine *e, void *addr, size_t len, unsigned access,
 	r->access = access;
 	r->fd = fd;
 	rma__list_init(&r->users);
+	if ((rc = rma__region_detect(r))) {
+		free(r);
+		return rc;
+	}
 	pthread_mutex_lock(&e->mu);
 	/* Each instance registers it, or declines to carry it. */
 	for (unsigned i = 0; i < e->ntr && rc >= 0; i++) {
+		if (!rma__region_carries(r, e->tr[i]))
+			continue;
 		rc = e->tr[i]->ops->mem_reg(e->tr[i], r);
 		if (rc == 0)
 			r->tmask |= 1u << i;

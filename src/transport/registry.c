@@ -52,6 +52,7 @@ static void stub_progress(struct rma__transport *t) {}
 static int stub_arm(struct rma__transport *t) { return 0; }
 static void stub_revoke(struct rma__transport *t, struct rma_region *r) {}
 static int stub_raw(struct rma__transport *t, void *o, size_t c) { return -EOPNOTSUPP; }
+static int stub_peer_raw(struct rma__peer *p, void *o, size_t c) { return -EOPNOTSUPP; }
 
 static void fill(struct rma__transport_ops *o)
 {
@@ -59,7 +60,7 @@ static void fill(struct rma__transport_ops *o)
 	F(probe); F(init); F(fini); F(mem_reg); F(mem_dereg); F(grant_add);
 	F(grant_remove); F(ad_pack); F(ad_parse); F(reachable); F(connect);
 	F(disconnect); F(post); F(flush); F(abort); F(progress); F(arm);
-	F(revoke); F(raw);
+	F(revoke); F(raw); F(peer_raw);
 #undef F
 }
 

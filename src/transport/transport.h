@@ -84,6 +84,12 @@ struct rma__topt_desc {
 /* rma__transport_ops.caps */
 enum {
 	RMA__CAP_FENCE = 1u << 0, /* honours RMA__XFER_FENCE itself */
+	/* Carries regions over CUDA device memory (rma__region_device): by
+	 * DMA (verbs), or by staging every byte through host memory with the
+	 * rma__stage_* helpers (tcp, shm).  Without it an instance is never
+	 * offered such a region: the CPU cannot touch it. */
+	RMA__CAP_DEVICE = 1u << 1,
+	RMA__CAP_PEER_RAW = 1u << 2, /* peer_raw answers (rma_peer_raw) */
 };
 
 struct rma__transport_ops {
@@ -105,8 +111,9 @@ struct rma__transport_ops {
 	void (*fini)(struct rma__transport *t);
 
 	/* Per-region registration; keep what you need in *rma__region_slot().
-	 * RMA__DECLINE: this transport will not carry the region (GPU memory
-	 * on tcp, a mapping shm cannot share).  Default: 0, nothing to do. */
+	 * RMA__DECLINE: this transport will not carry the region (memory it
+	 * cannot reach).  CUDA device memory comes only to transports with
+	 * RMA__CAP_DEVICE.  Default: 0, nothing to do. */
 	int (*mem_reg)(struct rma__transport *t, struct rma_region *r);
 	void (*mem_dereg)(struct rma__transport *t, struct rma_region *r);
 
@@ -170,7 +177,11 @@ struct rma__transport_ops {
 	 * after every grant_remove.  Default: nothing. */
 	void (*revoke)(struct rma__transport *t, struct rma_region *r);
 
+	/* Raw handles: the instance's (rma_transport_raw), a ready peer's
+	 * (rma_peer_raw, transports with RMA__CAP_PEER_RAW).  Bytes written,
+	 * or -ENOSPC.  Default: -EOPNOTSUPP. */
 	int (*raw)(struct rma__transport *t, void *out, size_t cap);
+	int (*peer_raw)(struct rma__peer *p, void *out, size_t cap);
 };
 
 /* A transport instance; the transport's own object embeds it. */
@@ -229,6 +240,28 @@ unsigned rma__region_access(const struct rma_region *r);
 int rma__region_fd(const struct rma_region *r);
 /* This instance's private slot for r (set in mem_reg, read as xfer->ldesc). */
 void **rma__region_slot(struct rma_region *r, const struct rma__transport *t);
+
+/* ---- CUDA device memory, staged (transports with RMA__CAP_DEVICE) ---- */
+
+/* Is r CUDA device memory (the CPU must not touch its bytes)? */
+bool rma__region_device(const struct rma_region *r);
+/* Synchronous copies between r's device memory and host memory, with r's
+ * context made current: 0, or -EIO (logged). */
+int rma__stage_dtoh(const struct rma_region *r, void *dst, const void *src,
+		    size_t len);
+int rma__stage_htod(const struct rma_region *r, void *dst, const void *src,
+		    size_t len);
+/* A transport's bounce buffer: RMA__STAGE_SIZE bytes of pinned host
+ * memory, made on first use (reserve: 0, or -ENOMEM) and kept until
+ * release.  Copies are synchronous, so one per instance bounds the pinned
+ * memory staging costs; a piece larger than it is moved in turns. */
+#define RMA__STAGE_SIZE (1u << 20)
+struct rma__stage {
+	char *buf;
+	void *ctx;  /* the context it was pinned under */
+};
+int rma__stage_reserve(struct rma__stage *s, const struct rma_region *r);
+void rma__stage_release(struct rma__stage *s);
 
 struct rma_region *rma__grant_region(const struct rma__grant *g);
 uint64_t rma__grant_key(const struct rma__grant *g);  /* the core key */

@@ -203,8 +203,19 @@ static void f_revoke(struct rma__transport *t, struct rma_region *r)
 	fake.revokes++;
 }
 
+/* Raw handles of a peer: the peer itself. */
+static int f_peer_raw(struct rma__peer *p, void *out, size_t cap)
+{
+	fake.peer_raws++;
+	if (cap < sizeof p)
+		return -ENOSPC;
+	memcpy(out, &p, sizeof p);
+	return (int)sizeof p;
+}
+
 static const struct rma__transport_ops fake_ops = {
 	.name = "fake",
+	.caps = RMA__CAP_PEER_RAW,
 	.level = RMA_LEVEL_MEMORY,
 	.wire_id = FAKE_WIRE_ID,
 	.options = f_options,
@@ -226,6 +237,7 @@ static const struct rma__transport_ops fake_ops = {
 	.progress = f_progress,
 	.arm = f_arm,
 	.revoke = f_revoke,
+	.peer_raw = f_peer_raw,
 };
 
 void fake_register(void)

@@ -53,7 +53,7 @@ struct fake_state {
 	int abort_pending;        /* abort answers RMA__ABORT_PENDING */
 	unsigned credits;         /* set as the peer's credits */
 	unsigned mem_regs, mem_deregs, grant_adds, grant_removes, arms;
-	unsigned aborts, progresses;
+	unsigned aborts, progresses, peer_raws;
 	/* progress rounds run by the thread `mark` (set mark, then
 	 * mark_set with release order) */
 	pthread_t mark;

@@ -834,6 +834,67 @@ static void test_ctl_replaces_errored_qp(void **state)
 	rma__verbs_ops.fini(b);
 }
 
+/* rma_transport_raw's handles: the instance's device, PD, CQ and port;
+ * rma_peer_raw's: the peer's own QP on top, until it is replaced. */
+static void test_raw_handles(void **state)
+{
+	struct rma__transport *b = NULL;
+	struct rma_verbs_raw h;
+	struct vb_peer *p;
+	int rc, first;
+
+	memset(&h, 0xa5, sizeof h);
+	assert_int_equal(rma__verbs_ops.raw(t, &h, sizeof h), (int)sizeof h);
+	assert_ptr_equal(h.context, &fake_ctx);
+	assert_ptr_equal(h.pd, &fake_pd);
+	assert_ptr_equal(h.cq, &fake_cq);
+	assert_null(h.qp);
+	assert_int_equal(h.qp_num, 0);
+	assert_int_equal(h.port_num, vt->dom->port);
+	assert_int_equal(rma__verbs_ops.raw(t, &h, sizeof h - 1), -ENOSPC);
+
+	assert_true(rma__verbs_ops.caps & RMA__CAP_PEER_RAW);
+	assert_int_equal(rma__verbs_ops.init(NULL, NULL, &b), 0);
+	first = qp_creates; /* the initiator's QP; first + 1 the mirror */
+	p = connect_to(b, 42, &rc);
+	assert_int_equal(p->base.state, RMA__PEER_READY);
+	memset(&h, 0, sizeof h);
+	assert_int_equal(rma__verbs_ops.peer_raw(&p->base, &h, sizeof h),
+			 (int)sizeof h);
+	assert_ptr_equal(h.qp, &qps[first % MAXQP]);
+	assert_int_equal(h.qp_num, qps[first % MAXQP].qp_num);
+	assert_ptr_equal(h.context, &fake_ctx);
+	assert_ptr_equal(h.pd, &fake_pd);
+	assert_ptr_equal(h.cq, &fake_cq);
+	assert_int_equal(rma__verbs_ops.peer_raw(&p->base, &h, sizeof h - 1), -ENOSPC);
+
+	/* A WR error: drained (no QP meanwhile), then a new one. */
+	assert_int_equal(post(p, 1, RMA_OP_PUT, 8), 0);
+	script[script_n++] = IBV_WC_REM_ACCESS_ERR;
+	rma__verbs_ops.progress(t);
+	rma__verbs_ops.progress(t);
+	for (int i = 0; i < 200 && p->base.state != RMA__PEER_READY; i++)
+		pump(10);
+	assert_int_equal(p->base.state, RMA__PEER_READY);
+	assert_int_equal(rma__verbs_ops.peer_raw(&p->base, &h, sizeof h),
+			 (int)sizeof h);
+	assert_ptr_equal(h.qp, p->qp.qp);
+	assert_ptr_not_equal(h.qp, &qps[first % MAXQP]);
+	assert_int_equal(h.qp_num, p->qp.qp->qp_num);
+	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
+	rma__verbs_ops.fini(b);
+
+	/* Without a control connection the errored QP is gone: no handle. */
+	p = up_peer();
+	assert_int_equal(post(p, 2, RMA_OP_PUT, 8), 0);
+	script[script_n++] = IBV_WC_REM_ACCESS_ERR;
+	rma__verbs_ops.progress(t);
+	rma__verbs_ops.progress(t);
+	assert_false(p->has_qp);
+	assert_int_equal(rma__verbs_ops.peer_raw(&p->base, &h, sizeof h), -ENOTCONN);
+	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
+}
+
 /* The target takes nothing but a well-formed reset on an open control
  * connection: anything else ends it (and no new mirror is made). */
 static void test_ctl_target_refuses_garbage(void **state)
@@ -915,6 +976,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_ctl_target_refuses_garbage, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_wrong_engine, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_wrong_secret, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_raw_handles, setup, teardown),
 	};
 	return rma_verbs_run(tests, sizeof tests / sizeof tests[0], argc, argv);
 }

@@ -364,7 +364,8 @@ int rma__shm_post(struct rma__peer *bp, const struct rma__xfer *x)
 	const struct rma__rkey *rk = x->rk;
 	uint32_t slot;
 	const struct shm_slot *s;
-	char *dst = NULL;
+	char *dst = NULL, *l = x->laddr;
+	bool staged = rma__region_device(x->local);
 	uint64_t off;
 	unsigned need = x->kind == RMA_OP_PUT ? RMA_ACCESS_REMOTE_WRITE
 					      : RMA_ACCESS_REMOTE_READ;
@@ -379,6 +380,16 @@ int rma__shm_post(struct rma__peer *bp, const struct rma__xfer *x)
 	       (uint32_t)rk->raw[6] << 16 | (uint32_t)rk->raw[7] << 24;
 	if (slot >= SHM_SLOTS)
 		return -EKEYREJECTED; /* an engine address names no window */
+	if (staged) {
+		/* Local device memory: copied through the pinned buffer, a
+		 * put's bytes before the window is entered. */
+		if ((rc = rma__stage_reserve(&p->st->stage, x->local)))
+			return rc;
+		l = p->st->stage.buf;
+		if (x->kind == RMA_OP_PUT &&
+		    (rc = rma__stage_dtoh(x->local, l, x->laddr, x->len)))
+			return rc;
+	}
 	s = shm_slot_at(p->tab, slot);
 	/* Announce, then check: the owner clears the key, then reads rows. */
 	atomic_store(&p->row->cur, (uint64_t)slot + 1);
@@ -402,9 +413,9 @@ int rma__shm_post(struct rma__peer *bp, const struct rma__xfer *x)
 	}
 	if (dst) {
 		if (x->kind == RMA_OP_PUT)
-			memcpy(dst, x->laddr, x->len);
+			memcpy(dst, l, x->len);
 		else
-			memcpy(x->laddr, dst, x->len);
+			memcpy(l, dst, x->len);
 		rc = 0;
 	} else {
 		/* The owner may be gone and its pid reused: check it lives, at
@@ -417,10 +428,12 @@ int rma__shm_post(struct rma__peer *bp, const struct rma__xfer *x)
 			}
 			p->alive_at = now;
 		}
-		rc = cma(p, x->kind, x->laddr, x->raddr, x->len);
+		rc = cma(p, x->kind, l, x->raddr, x->len);
 	}
 out:
 	atomic_store_explicit(&p->row->cur, 0, memory_order_release);
+	if (!rc && staged && x->kind == RMA_OP_GET)
+		rc = rma__stage_htod(x->local, x->laddr, l, x->len);
 	if (rc && rc != -ECONNRESET) /* refused: the op fails, or waits */
 		return rc;
 	p->done[p->ndone++] = (struct shm_done){x->op_id, x->len, rc};

@@ -34,6 +34,7 @@ static void shm_fini(struct rma__transport *t)
 		st->regs = g->next;
 		free(g);
 	}
+	rma__stage_release(&st->stage);
 	free(st);
 }
 
@@ -129,6 +130,11 @@ static int shm_grant_add(struct rma__transport *t, struct rma__grant *g)
 
 	if (!st->nfree)
 		return RMA__DECLINE; /* table full: other transports carry it */
+	/* Peers copy into and out of this process's memory without it: not
+	 * device memory, which only a CUDA call here can reach.  tcp serves
+	 * it, staged. */
+	if (rma__region_device(r))
+		return RMA__DECLINE;
 	i = st->free_slots[--st->nfree];
 	s = shm_slot_at(st->tab, i);
 	s->addr = (uint64_t)(uintptr_t)(rma__region_addr(r) + rma__grant_off(g));
@@ -224,6 +230,9 @@ const struct rma__transport_ops rma__shm_ops = {
 	.name = "shm",
 	.level = RMA_LEVEL_MEMORY,
 	.wire_id = 2, /* 1 tcp, 3 ofi, 4 verbs */
+	/* Local device memory only (staged in post); grants over it are
+	 * declined, so targets serve it by tcp. */
+	.caps = RMA__CAP_DEVICE,
 	.options = shm_options,
 	.probe = shm_probe,
 	.init = shm_init,

@@ -188,10 +188,13 @@ struct shm_tr {
 	struct shm_peer *peers;
 	int64_t next_check;
 	struct rma__refusals refusals; /* failed handshakes, logged as counts */
+	struct rma__stage stage;  /* local device memory goes through it */
 };
 
 /* Rows are mapped one page each: they must start on a page. */
 _Static_assert(SHM_ROW_OFF % SHM_PAGE == 0, "grant table rows must be page aligned");
+/* A chunk is staged whole. */
+_Static_assert(SHM_MAX_MSG <= RMA__STAGE_SIZE, "a chunk must fit the staging buffer");
 
 static inline struct shm_slot *shm_slot_at(const char *tab, uint32_t i)
 {

@@ -79,6 +79,8 @@ void rma__tcp_conn_kill(struct conn *c, int err)
 	bool was_ready = c->hs == HS_READY;
 	bool was_setup = c->hs == HS_SETUP;
 	c->hs = HS_DEAD;
+	if (tt->stage_c == c)
+		tt->stage_c = NULL;
 	rma__watch_retire(e, &c->w);
 	close(c->w.fd);
 	if (c->bigbuf)
@@ -126,6 +128,61 @@ void rma__tcp_conn_kill(struct conn *c, int err)
 	}
 }
 
+/* The next bytes of a device payload, from byte poff: a piece copied into
+ * the pinned buffer, or the rest of the piece already there.  The caller
+ * writes that entry alone, so a partial write is resumed from the cache. */
+static int stage_tx(struct conn *c, struct txe *x, uint64_t poff,
+		    struct iovec *iov)
+{
+	struct tcp_tr *tt = c->tt;
+	int rc;
+
+	if (tt->stage_c != c || tt->stage_seq != x->seq || poff < tt->stage_off ||
+	    poff >= tt->stage_off + tt->stage_len) {
+		uint64_t n = RMA_MIN((uint64_t)RMA__STAGE_SIZE, x->pay_len - poff);
+		tt->stage_c = NULL;
+		if ((rc = rma__stage_reserve(&tt->stage, x->dev)) ||
+		    (rc = rma__stage_dtoh(x->dev, tt->stage.buf, x->pay + poff, n)))
+			return rc;
+		tt->stage_c = c;
+		tt->stage_seq = x->seq;
+		tt->stage_off = poff;
+		tt->stage_len = n;
+	}
+	iov->iov_base = tt->stage.buf + (poff - tt->stage_off);
+	iov->iov_len = tt->stage_off + tt->stage_len - poff;
+	return 0;
+}
+
+/* A device payload could not be read: an entry not yet begun becomes a
+ * failure of its own (initiator: the chunk; target: a refusal), one half
+ * written costs the connection. */
+static int stage_tx_failed(struct conn *c, struct txe *x, int err)
+{
+	if (c->cur_off) {
+		rma__tcp_conn_kill(c, err);
+		return -1;
+	}
+	c->queued -= RMA_MIN(c->queued, x->pay_len);
+	x->pay = NULL;
+	x->pay_len = 0;
+	x->dev = NULL;
+	if (c->peer) {
+		x->skipped = true;
+		rma__xfer_done(c->tt->e, x->op_id, 0, err);
+		c->queued -= RMA_MIN(c->queued, RMA_TCP_HDR_SIZE);
+		c->sent++;
+		return 1;
+	}
+	struct rma_tcp_hdr h;
+	rma__tcp_hdr_decode(x->hdr, RMA_TCP_HDR_SIZE, UINT64_MAX, &h);
+	h.status = err;
+	h.len = 0;
+	rma__tcp_hdr_encode(&h, x->hdr);
+	x->region = NULL;
+	return 0;
+}
+
 /* Write what the ring holds: headers and payloads, many per writev. */
 void rma__tcp_conn_flush(struct conn *c)
 {
@@ -156,12 +213,29 @@ void rma__tcp_conn_flush(struct conn *c)
 					break; /* handle it when it reaches the front */
 				}
 			}
+			bool staged = x->dev && x->pay_len;
+			struct iovec piece;
+			if (staged && i != c->sent)
+				break; /* device payloads go out alone */
+			if (staged) {
+				uint64_t poff = off > RMA_TCP_HDR_SIZE ? off - RMA_TCP_HDR_SIZE : 0;
+				int rc = stage_tx(c, x, poff, &piece);
+				if (rc && (rc = stage_tx_failed(c, x, rc)) < 0)
+					return;
+				if (rc > 0)
+					continue; /* failed and dropped: the next one */
+				staged = x->pay_len != 0; /* 0: now a refusal */
+			}
 			if (off < RMA_TCP_HDR_SIZE) {
 				iov[niov].iov_base = x->hdr + off;
 				iov[niov++].iov_len = RMA_TCP_HDR_SIZE - off;
 				off = 0;
 			} else {
 				off -= RMA_TCP_HDR_SIZE;
+			}
+			if (staged) {
+				iov[niov++] = piece;
+				break;
 			}
 			if (x->pay_len > off) {
 				iov[niov].iov_base = x->pay + off;
@@ -233,6 +307,8 @@ static void reply(struct conn *c, uint8_t type, const struct rma_tcp_hdr *req,
 	x->pay_len = type == RMA_TCP_GET_RESP && !status ? req->len : 0;
 	x->op_id = 0;
 	x->region = region;
+	x->dev = pay && rma__region_device(region) ? region : NULL;
+	x->seq = ++c->tt->seq;
 	c->count++;
 	c->queued += RMA_TCP_HDR_SIZE + x->pay_len;
 }
@@ -255,6 +331,7 @@ static void serve(struct conn *c, const struct rma_tcp_hdr *h)
 					   RMA_ACCESS_REMOTE_WRITE, &addr, &region);
 	c->pay_dst = c->pay_status ? NULL : addr;
 	c->pay_region = region;
+	c->pay_dev = c->pay_dst && rma__region_device(region) ? region : NULL;
 	c->cur = *h;
 	c->pay_done = 0;
 	c->in_payload = true;
@@ -278,6 +355,8 @@ static int answer(struct conn *c, const struct rma_tcp_hdr *h)
 	    (!h->status && h->len != x->len))
 		return -EPROTO;
 	if (h->type == RMA_TCP_GET_RESP && !h->status) {
+		c->pay_status = 0;
+		c->pay_dev = x->dev;
 		c->cur = *h;
 		c->pay_done = 0;
 		c->in_payload = true;
@@ -293,6 +372,8 @@ static char *payload_dst(struct conn *c)
 {
 	if (!c->peer)
 		return c->pay_dst ? c->pay_dst + c->pay_done : NULL;
+	if (c->pay_status)
+		return NULL;
 	return rma__op_buf(c->tt->e, c->cur.id, c->cur.addr + c->pay_done,
 			   c->cur.len - c->pay_done);
 }
@@ -305,13 +386,37 @@ static void payload_end(struct conn *c)
 		return;
 	}
 	ring_pop(c);
-	rma__xfer_done(c->tt->e, c->cur.id, c->cur.len, 0);
+	rma__xfer_done(c->tt->e, c->cur.id, c->pay_status ? 0 : c->cur.len,
+		       c->pay_status);
+}
+
+/* n payload bytes at src belong at dst, in device memory: copy them there
+ * now, from the pinned buffer (a copy from other memory may return before
+ * the bytes land).  A failed copy fails the payload (target: the ack says
+ * so; initiator: the chunk) and the rest of it is discarded. */
+static void stage_rx(struct conn *c, char *dst, const void *src, size_t n)
+{
+	struct tcp_tr *tt = c->tt;
+	int rc = rma__stage_reserve(&tt->stage, c->pay_dev);
+	if (!rc && src != tt->stage.buf) {
+		/* bytes that came with a header: at most RXBUF */
+		tt->stage_c = NULL;
+		memcpy(tt->stage.buf, src, n);
+	}
+	if (!rc)
+		rc = rma__stage_htod(c->pay_dev, dst, tt->stage.buf, n);
+	if (rc) {
+		c->pay_status = rc;
+		c->pay_dst = NULL;
+	}
 }
 
 static void payload_take(struct conn *c, const uint8_t *src, size_t n)
 {
 	char *dst = payload_dst(c);
-	if (dst)
+	if (dst && c->pay_dev)
+		stage_rx(c, dst, src, n);
+	else if (dst)
 		memcpy(dst, src, n);
 	c->pay_done += n;
 	if (c->pay_done == c->cur.len)
@@ -384,13 +489,28 @@ void rma__tcp_conn_rx(struct conn *c)
 		if (c->in_payload) {
 			/* Large payloads: straight into place. */
 			size_t want = RMA_MIN(c->cur.len - c->pay_done, budget);
-			char *dst = payload_dst(c);
-			if (!dst) {
-				dst = (char *)c->tt->discard;
-				want = RMA_MIN(want, sizeof c->tt->discard);
+			char *dst = payload_dst(c), *at = dst;
+			struct tcp_tr *tt = c->tt;
+			bool staged = dst && c->pay_dev;
+			if (staged) {
+				/* Device memory: through the pinned buffer. */
+				int err = rma__stage_reserve(&tt->stage, c->pay_dev);
+				if (err) {
+					c->pay_status = err;
+					c->pay_dst = NULL;
+					continue; /* discarded from here */
+				}
+				tt->stage_c = NULL; /* a piece cached there is gone */
+				at = tt->stage.buf;
+				want = RMA_MIN(want, (size_t)RMA__STAGE_SIZE);
+			} else if (!dst) {
+				at = (char *)tt->discard;
+				want = RMA_MIN(want, sizeof tt->discard);
 			}
-			n = recv(c->w.fd, dst, want, 0);
+			n = recv(c->w.fd, at, want, 0);
 			if (n > 0) {
+				if (staged)
+					stage_rx(c, dst, at, (size_t)n);
 				c->pay_done += (size_t)n;
 				if (c->pay_done == c->cur.len)
 					payload_end(c);

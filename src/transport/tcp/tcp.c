@@ -5,7 +5,8 @@
  * received straight into the registered memory and acknowledged once there
  * (delivery complete); GET replies are written straight from it.  On the
  * initiator, GET payloads land straight in the op's buffer.  Only bytes that
- * arrive in the same read as a header (at most RXBUF) are copied.
+ * arrive in the same read as a header (at most RXBUF) are copied, and CUDA
+ * device memory, which goes through a pinned buffer a piece at a time.
  *
  * A peer that lies, sends garbage or vanishes loses its connection and its
  * own ops, nothing else.  The files: see tcp.h.
@@ -182,6 +183,7 @@ static void tcp_fini(struct rma__transport *t)
 		rma__tcp_conn_kill(tt->served, -ECANCELED);
 	rma__timer_cancel(tt->e, &tt->tick);
 	close(tt->lw.fd);
+	rma__stage_release(&tt->stage);
 	/* The engine is going away: release what the progress round would. */
 	free(tt);
 }
@@ -322,6 +324,8 @@ static int tcp_post(struct rma__peer *bp, const struct rma__xfer *xf)
 	x->raddr = xf->raddr;
 	x->len = xf->len;
 	x->region = NULL;
+	x->dev = rma__region_device(xf->local) ? xf->local : NULL;
+	x->seq = ++c->tt->seq;
 	c->count++;
 	c->queued += RMA_TCP_HDR_SIZE + x->pay_len;
 	return 0;
@@ -367,6 +371,7 @@ static void tcp_revoke(struct rma__transport *t, struct rma_region *r)
 			x->pay = NULL;
 			x->pay_len = 0;
 			x->region = NULL;
+			x->dev = NULL;
 		}
 	}
 }
@@ -375,6 +380,7 @@ const struct rma__transport_ops rma__tcp_ops = {
 	.name = "tcp",
 	.level = RMA_LEVEL_TCP,
 	.wire_id = 1,
+	.caps = RMA__CAP_DEVICE, /* staged through host memory (conn.c) */
 	.options = tcp_options,
 	.probe = tcp_probe,
 	.init = tcp_init,

@@ -66,6 +66,10 @@ struct txe {
 	uint64_t op_id;       /* initiator: the op */
 	uint64_t raddr, len;  /* initiator: to check the reply */
 	void *region;         /* target: the memory a GET reply reads */
+	/* The op's local region (initiator) or the GET reply's (target)
+	 * when it is device memory: payloads go through tt->stage. */
+	struct rma_region *dev;
+	uint64_t seq;         /* names the entry to the staged-piece cache */
 };
 
 struct tcp_tr;
@@ -93,7 +97,9 @@ struct conn {
 	uint64_t pay_done;
 	char *pay_dst;         /* target PUT: memory; NULL = discard */
 	void *pay_region;
-	int pay_status;
+	int pay_status;        /* target: the PUT's ack; initiator: the GET's
+				* result (a failed device copy) */
+	struct rma_region *pay_dev; /* payload lands in device memory */
 	bool paused;           /* target: reply ring full */
 
 	/* tx ring */
@@ -136,6 +142,13 @@ struct tcp_tr {
 	struct rma__timer tick;  /* limits.c: handshake and idle timers */
 	bool listen_paused;      /* out of fds: the listener waits a tick */
 	uint8_t discard[64 << 10];
+	/* Device memory goes through one pinned buffer, synchronously.
+	 * Sending, it holds a piece of entry stage_seq's payload on
+	 * connection stage_c (NULL: nothing), reused while that entry is
+	 * written in turns; receiving overwrites it. */
+	struct rma__stage stage;
+	struct conn *stage_c;
+	uint64_t stage_seq, stage_off, stage_len, seq;
 };
 
 /* addr.c */

@@ -1,9 +1,8 @@
 /*
  * cuda.h - registering CUDA device memory with the NIC through dma-buf.
  *
- * The CUDA driver library is never linked: it is looked up only if the
- * process has already loaded it (an application that allocates device
- * memory has), so a host-only process pays nothing and needs no CUDA.
+ * The CUDA driver library is never linked: src/util/cuda.h finds it only
+ * if the process has already loaded it.
  */
 #ifndef RMA_VERBS_CUDA_H
 #define RMA_VERBS_CUDA_H
@@ -23,8 +22,5 @@ bool rma__verbs_cuda_is_device(const void *addr);
  * -EFAULT (not device memory), or ibv_reg_dmabuf_mr's -errno. */
 int rma__verbs_cuda_reg(struct ibv_pd *pd, void *addr, size_t len, int access,
 			struct ibv_mr **out);
-
-/* Tests only: look for the driver again at the next call. */
-void rma__verbs_cuda_forget(void);
 
 #endif

@@ -998,14 +998,39 @@ static int vb_abort(struct rma__peer *bp, uint64_t op_id, int err)
 	return 0;
 }
 
-/* Raw handles for users who drive the NIC themselves. */
+/* Raw handles for users who drive the NIC themselves (rma.h). */
 static int vb_raw(struct rma__transport *t, void *out, size_t cap)
 {
 	struct vb_tr *vt = container_of(t, struct vb_tr, base);
-	void *h[3] = { vt->dom->ctx, vt->dom->pd, vt->cq->cq };
+	struct rma_verbs_raw h = {
+		.context = vt->dom->ctx,
+		.pd = vt->dom->pd,
+		.cq = vt->cq->cq,
+		.port_num = vt->dom->port,
+	};
 	if (cap < sizeof h)
 		return -ENOSPC;
-	memcpy(out, h, sizeof h);
+	memcpy(out, &h, sizeof h);
+	return (int)sizeof h;
+}
+
+/* ... and a peer's QP, with the CQ it completes on. */
+static int vb_peer_raw(struct rma__peer *bp, void *out, size_t cap)
+{
+	struct vb_peer *p = container_of(bp, struct vb_peer, base);
+	struct rma_verbs_raw h;
+	int rc = vb_raw(&p->vt->base, &h, sizeof h);
+
+	if (rc < 0)
+		return rc;
+	if (!p->has_qp)
+		return -ENOTCONN; /* being replaced */
+	h.qp = p->qp.qp;
+	h.qp_num = p->qp.qp->qp_num;
+	h.cq = p->qp.scq->cq;
+	if (cap < sizeof h)
+		return -ENOSPC;
+	memcpy(out, &h, sizeof h);
 	return (int)sizeof h;
 }
 
@@ -1013,7 +1038,8 @@ const struct rma__transport_ops rma__verbs_ops = {
 	.name = "verbs",
 	.level = RMA_LEVEL_NIC,
 	.wire_id = 4, /* 1 tcp, 2 shm, 3 ofi */
-	.caps = RMA__CAP_FENCE,
+	/* device memory by dma-buf; raw QPs per peer */
+	.caps = RMA__CAP_FENCE | RMA__CAP_DEVICE | RMA__CAP_PEER_RAW,
 	.options = vb_options,
 	.probe = vb_probe,
 	.init = vb_init,
@@ -1032,4 +1058,5 @@ const struct rma__transport_ops rma__verbs_ops = {
 	.progress = vb_progress,
 	.arm = vb_arm,
 	.raw = vb_raw,
+	.peer_raw = vb_peer_raw,
 };
