@@ -291,8 +291,9 @@ static int on_msg(struct ofi_ctl *c)
 	return -EPROTO;
 }
 
-/* Read and act on whole messages: 0 (no more now) or -errno, sticky (the
- * caller fails the connection). */
+/* Read and act on whole messages: 0 (no more now), 1 (the connection was
+ * closed meanwhile: leave it), or -errno, sticky (the caller fails the
+ * connection). */
 static int ctl_read(struct ofi_ctl *c)
 {
 	while (!c->err) {
@@ -314,6 +315,8 @@ static int ctl_read(struct ofi_ctl *c)
 			c->err = rc;
 			break;
 		}
+		if (c->step == -1)
+			return 1; /* closed meanwhile (its peer failed) */
 		c->have = 0;
 		c->need = MSG_LEN;
 	}
@@ -367,7 +370,9 @@ static void ctl_cb(struct rma__watch *w, uint32_t ev)
 			return;
 		}
 	}
-	if ((rc = ctl_read(c)) == 0 && (ev & (EPOLLHUP | EPOLLERR)))
+	if ((rc = ctl_read(c)) == 1)
+		return;
+	if (rc == 0 && (ev & (EPOLLHUP | EPOLLERR)))
 		rc = -ECONNRESET;
 	if (rc)
 		ctl_fail(c, rc);
@@ -377,7 +382,7 @@ void rma__ofi_ctl_poll(struct ofi_ctl *c)
 {
 	/* A failure is acted on by the watch, not here (inside a drain):
 	 * EPOLLOUT fires at once on a connected socket. */
-	if (c->step == CTL_UP && ctl_read(c))
+	if (c->step == CTL_UP && ctl_read(c) < 0)
 		(void)rma__watch_mod(c->ot->e, &c->w, EPOLLIN | EPOLLOUT);
 }
 
