@@ -2,7 +2,9 @@
  * async_poll.c - asynchronous ops in an event loop: rma_post() returns at
  * once, rma_completion_fd() goes into poll() beside your other descriptors,
  * and rma_poll() collects the results when it is readable.  Here: 64 gets of
- * 4 KiB each, kept 8 in flight.
+ * 4 KiB each, kept 8 in flight, each asking for the CRC-32C of what landed
+ * (RMA_OP_CRC), which a real program would compare with the owner's over
+ * its own channel.
  */
 #include <errno.h>
 #include <poll.h>
@@ -45,7 +47,7 @@ int main(void)
 		/* Keep the window full; user_data says which chunk finished. */
 		while (inflight < WINDOW && posted < N_CHUNKS) {
 			struct rma_op op = {
-				.kind = RMA_OP_GET, .local = local,
+				.kind = RMA_OP_GET, .flags = RMA_OP_CRC, .local = local,
 				.local_off = (uint64_t)posted * CHUNK, .remote = remote,
 				.remote_off = (uint64_t)posted * CHUNK, .len = CHUNK,
 				.user_data = (uint64_t)posted,
@@ -75,6 +77,14 @@ int main(void)
 					rma_strerror((int)c[i].result));
 				return 1;
 			}
+			/* The owner's side of the comparison, computed here. */
+			uint64_t k = c[i].user_data;
+			if (!(c[i].flags & RMA_COMPLETION_CRC) ||
+			    c[i].crc32c != rma_crc32c(0, exposed_mem + k * CHUNK, CHUNK)) {
+				fprintf(stderr, "async_poll: chunk %llu: crc differs\n",
+					(unsigned long long)k);
+				return 1;
+			}
 			done++;
 			inflight--;
 		}
@@ -84,7 +94,8 @@ int main(void)
 			fprintf(stderr, "async_poll: byte %d differs\n", i);
 			return 1;
 		}
-	printf("async_poll: %d gets of %d bytes, all bytes match\n", N_CHUNKS, CHUNK);
+	printf("async_poll: %d gets of %d bytes, all bytes and crcs match\n", N_CHUNKS,
+	       CHUNK);
 
 	rma_region_release(local);
 	rma_remote_free(remote);

@@ -86,6 +86,12 @@ struct rma_config {
 	const char *advertise;  /* host peers should use to reach tcp's listen
 				 * address; NULL = itself, or for 0.0.0.0/[::]
 				 * the default route's interface */
+	/* The registration cache (ops on plain memory, rma_op.addr): at most
+	 * this many ranges and bytes stay registered once their ops end.
+	 * Ranges in use by ops in flight are never dropped, so the cache may
+	 * exceed these while they run. */
+	unsigned cache_entries; /* 1024 (max 1048576) */
+	uint64_t cache_bytes;   /* 1 GiB */
 };
 
 void rma_config_init(struct rma_config *cfg);
@@ -186,27 +192,50 @@ enum rma_op_flags {
 	 * completed: a get then sees the target memory as those ops left it,
 	 * and a put cannot overtake an earlier get of the same bytes. */
 	RMA_OP_FENCE = 1u << 0,
+	/* The completion carries the CRC-32C (rma_crc32c, from 0) of the
+	 * bytes moved, as they are in local memory: a put's source when the
+	 * op is posted, a get's destination once its last byte has landed.
+	 * Compare it with the peer's over your own channel.  rma_post only
+	 * (rma_submit has no completions to carry it: -EINVAL). */
+	RMA_OP_CRC = 1u << 1,
 };
 
-/* rma_op grows only into `reserved`, announced by a new flag; a caller that
- * zeroes the struct keeps working.  rma_completion never grows. */
+/* rma_op grows only into `reserved`; a caller that zeroes the struct keeps
+ * working.
+ *
+ * Local memory is `local` (a registered region) at local_off, or, when
+ * local is NULL, plain memory at addr + local_off: rma registers it through
+ * the engine's registration cache (rma_cache_stats) and keeps it
+ * registered after the op, for later ops inside the same range.  Before
+ * freeing, unmapping or remapping such memory, call rma_mem_invalidate. */
 struct rma_op {
 	unsigned kind;            /* enum rma_op_kind */
 	unsigned flags;           /* enum rma_op_flags */
-	rma_region *local;        /* local memory (any access flags) */
+	rma_region *local;        /* local memory (any access flags), or NULL */
 	uint64_t local_off;
 	const rma_remote *remote; /* may be freed once the op is posted */
 	uint64_t remote_off;      /* within the advertised window */
 	uint64_t len;             /* bytes; 0 completes at once with 0 */
 	uint64_t user_data;       /* returned in the completion */
-	uint64_t reserved[2];     /* must be 0 */
+	void *addr;               /* plain local memory when local is NULL */
+	uint64_t reserved[1];     /* must be 0 */
+};
+
+/* rma_completion.flags */
+enum rma_completion_flags {
+	RMA_COMPLETION_CRC = 1u << 0, /* crc32c is set (RMA_OP_CRC) */
 };
 
 /* result: bytes moved, or a negative errno.  A put's completion means the
- * bytes are in the target's memory; a get's, that they are in local memory. */
+ * bytes are in the target's memory; a get's, that they are in local memory.
+ * crc32c: with RMA_COMPLETION_CRC in flags (an RMA_OP_CRC op that
+ * succeeded), the CRC-32C of the bytes moved; else 0.  The struct grew
+ * from 16 to 24 bytes with these two fields: rebuild code that polls. */
 struct rma_completion {
 	uint64_t user_data;
 	int64_t result;
+	uint32_t crc32c;
+	uint32_t flags;           /* enum rma_completion_flags */
 };
 
 /*
@@ -265,6 +294,36 @@ int64_t rma_read_into(rma_engine *e, rma_region *local, const rma_remote *r,
 		      int timeout_ms);
 int64_t rma_write_from(rma_engine *e, rma_region *local, const rma_remote *r,
 		       int timeout_ms);
+/* The same for plain memory [buf, buf+len), registered through the cache. */
+int64_t rma_read_into_mem(rma_engine *e, void *buf, size_t len,
+			  const rma_remote *r, int timeout_ms);
+int64_t rma_write_from_mem(rma_engine *e, const void *buf, size_t len,
+			   const rma_remote *r, int timeout_ms);
+
+/* ---- the registration cache (ops on plain memory) ---- */
+
+/*
+ * Drop every cached registration overlapping [addr, addr+len) (len 0: the
+ * byte at addr), so a later op there registers the memory afresh.  Call it
+ * before freeing, unmapping or remapping memory that ops named by address:
+ * a NIC registration pins the old pages.  A range still used by ops in
+ * flight is deregistered when the last of them ends, never under them.
+ * Returns how many ranges were dropped.
+ */
+int rma_mem_invalidate(rma_engine *e, const void *addr, size_t len);
+
+struct rma_cache_stats {
+	uint64_t hits;          /* ops that found their range registered */
+	uint64_t misses;        /* ops that registered a range */
+	uint64_t evictions;     /* ranges dropped to stay within the bounds */
+	uint64_t invalidations; /* ranges dropped by rma_mem_invalidate */
+	uint64_t entries;       /* ranges registered now */
+	uint64_t bytes;         /* their bytes */
+	uint64_t in_use;        /* of those, ranges used by ops in flight */
+	uint64_t deferred;      /* dropped ranges waiting for their ops */
+};
+/* A snapshot of the engine's cache counters (since rma_engine_create). */
+int rma_cache_stats(rma_engine *e, struct rma_cache_stats *out);
 
 /* ---- introspection ---- */
 

@@ -29,11 +29,13 @@ from typing import List, NamedTuple
 from . import _lib
 from ._lib import lib
 from .batch import Batch
-from .engine import NO_DEADLINE, Access, Buffer, BufferLike, Engine, Remote, RouteInfo
+from .engine import (NO_DEADLINE, Access, Buffer, BufferLike, CacheStats, Engine, Remote,
+                     RouteInfo)
 from .errors import BatchError, OpFailure, RmaError, RmaTimeoutError, strerror
 
 __all__ = [
-    "Access", "Batch", "BatchError", "Buffer", "BufferLike", "Engine", "NO_DEADLINE",
+    "Access", "Batch", "BatchError", "Buffer", "BufferLike", "CacheStats", "Engine",
+    "NO_DEADLINE",
     "OpFailure", "Remote", "RmaError", "RmaTimeoutError", "RouteInfo", "TransportInfo",
     "crc32c", "library_path", "set_log_level", "strerror", "transports", "version",
 ]

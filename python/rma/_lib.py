@@ -36,6 +36,8 @@ class RmaConfig(ctypes.Structure):
         ("timeout_ms", ctypes.c_int),
         ("spin_us", ctypes.c_int),
         ("advertise", ctypes.c_char_p),
+        ("cache_entries", ctypes.c_uint),
+        ("cache_bytes", ctypes.c_uint64),
     ]
 
 
@@ -49,12 +51,24 @@ class RmaOp(ctypes.Structure):
         ("remote_off", ctypes.c_uint64),
         ("len", ctypes.c_uint64),
         ("user_data", ctypes.c_uint64),
-        ("reserved", ctypes.c_uint64 * 2),
+        ("addr", ctypes.c_void_p),
+        ("reserved", ctypes.c_uint64 * 1),
     ]
 
 
 class RmaCompletion(ctypes.Structure):
-    _fields_ = [("user_data", ctypes.c_uint64), ("result", ctypes.c_int64)]
+    _fields_ = [
+        ("user_data", ctypes.c_uint64),
+        ("result", ctypes.c_int64),
+        ("crc32c", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+    ]
+
+
+class RmaCacheStats(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_uint64) for name in (
+        "hits", "misses", "evictions", "invalidations", "entries", "bytes",
+        "in_use", "deferred")]
 
 
 class RmaTransportInfo(ctypes.Structure):
@@ -83,6 +97,8 @@ RMA_ACCESS_REMOTE_WRITE = 2
 RMA_ENGINE_MANUAL_PROGRESS = 1
 RMA_OP_PUT = 1
 RMA_OP_GET = 2
+RMA_OP_CRC = 2
+RMA_COMPLETION_CRC = 1
 RMA_ADVERTISEMENT_TEXT_MAX = 700
 RMA_NONE = -1
 
@@ -116,6 +132,10 @@ _PROTOTYPES = {
                         ctypes.POINTER(ctypes.c_int64), ctypes.c_char_p, _sz]),
     "rma_read_into": (ctypes.c_int64, [_vp, _vp, _vp, _i]),
     "rma_write_from": (ctypes.c_int64, [_vp, _vp, _vp, _i]),
+    "rma_read_into_mem": (ctypes.c_int64, [_vp, _vp, _sz, _vp, _i]),
+    "rma_write_from_mem": (ctypes.c_int64, [_vp, _vp, _sz, _vp, _i]),
+    "rma_mem_invalidate": (_i, [_vp, _vp, _sz]),
+    "rma_cache_stats": (_i, [_vp, ctypes.POINTER(RmaCacheStats)]),
     "rma_transports": (_i, [ctypes.POINTER(RmaTransportInfo), _sz]),
     "rma_strerror": (ctypes.c_char_p, [_i]),
     "rma_version": (ctypes.c_char_p, []),

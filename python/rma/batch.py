@@ -99,7 +99,8 @@ class Batch:
                             early[i] = -_errno.EMSGSIZE
                 c = arr[i]
                 c.kind = op.kind
-                c.local = loc.region
+                c.local = loc.region  # None: plain memory at addr
+                c.addr = loc.addr
                 c.remote = op.remote._handle()
                 if i not in early:
                     c.local_off = op.local_offset

@@ -178,30 +178,48 @@ class Buffer:
 
 class Local:
     """The local side of an op: a registered Buffer, or an object registered
-    for the op's duration (copied first when it is read-only and only read)."""
+    for the op's duration (copied first when it is read-only and only read),
+    or, on an engine made with ``cache_plain=True``, an object named by
+    address (``region`` None, ``addr`` set) and registered through the
+    engine's registration cache."""
 
     def __init__(self, engine: "Engine", obj: Union[Buffer, BufferLike], writes: bool) -> None:
         self.temp: Optional[Buffer] = None
+        self.engine = engine
+        self.addr: Optional[int] = None
+        self._holder: Optional[ctypes.Array] = None
+        self._copied = False
         if isinstance(obj, Buffer):
             if obj.engine is not engine:
                 raise ValueError("the buffer is registered with another engine")
-            self.buffer = obj
-        else:
-            if not writes and memoryview(obj).readonly:
-                obj = bytearray(obj)  # a put only reads it: a copy will do
-            what = "reading into it" if writes else "writing from it"
-            try:
-                self.temp = Buffer(engine, obj, 0)
-            except TypeError as e:
-                raise TypeError(f"{what}: {e}") from None
-            self.buffer = self.temp
-        self.region = self.buffer._handle()
-        self.nbytes = self.buffer.nbytes
+            self.region: Optional[int] = obj._handle()
+            self.nbytes = obj.nbytes
+            return
+        if not writes and memoryview(obj).readonly:
+            obj = bytearray(obj)  # a put only reads it: a copy will do
+            self._copied = True
+        what = "reading into it" if writes else "writing from it"
+        try:
+            if engine.cache_plain:
+                self._holder, self.nbytes = _export(obj, what)
+                self.addr = ctypes.addressof(self._holder)
+                self.region = None
+                return
+            self.temp = Buffer(engine, obj, 0)
+        except TypeError as e:
+            raise TypeError(f"{what}: {e}") from None
+        self.region = self.temp._handle()
+        self.nbytes = self.temp.nbytes
 
     def close(self) -> None:
         if self.temp is not None:
             t, self.temp = self.temp, None
             t.release()
+        if self._holder is not None:
+            # Our own copy dies now: its range must not stay cached.
+            if self._copied and self.engine._ptr is not None:
+                lib.rma_mem_invalidate(self.engine._ptr, self.addr, self.nbytes)
+            self._holder = None
 
 
 class RouteInfo(NamedTuple):
@@ -281,9 +299,13 @@ class Remote:
         writable buffer-protocol object (registered for the call)."""
         loc = Local(self.engine, local, writes=True)
         try:
-            return check(lib.rma_read_into(self.engine._handle(), loc.region, self._handle(),
-                                           timeout_ms(timeout)),
-                         f"reading {self.length} bytes into {loc.nbytes}")
+            if loc.region is None:
+                rc = lib.rma_read_into_mem(self.engine._handle(), loc.addr, loc.nbytes,
+                                           self._handle(), timeout_ms(timeout))
+            else:
+                rc = lib.rma_read_into(self.engine._handle(), loc.region, self._handle(),
+                                       timeout_ms(timeout))
+            return check(rc, f"reading {self.length} bytes into {loc.nbytes}")
         finally:
             loc.close()
 
@@ -294,9 +316,13 @@ class Remote:
         copied)."""
         loc = Local(self.engine, local, writes=False)
         try:
-            return check(lib.rma_write_from(self.engine._handle(), loc.region, self._handle(),
-                                            timeout_ms(timeout)),
-                         f"writing {loc.nbytes} bytes into {self.length}")
+            if loc.region is None:
+                rc = lib.rma_write_from_mem(self.engine._handle(), loc.addr, loc.nbytes,
+                                            self._handle(), timeout_ms(timeout))
+            else:
+                rc = lib.rma_write_from(self.engine._handle(), loc.region, self._handle(),
+                                        timeout_ms(timeout))
+            return check(rc, f"writing {loc.nbytes} bytes into {self.length}")
         finally:
             loc.close()
 
@@ -323,6 +349,19 @@ class Remote:
             raise error(e.errno, "writing") from None
 
 
+class CacheStats(NamedTuple):
+    """The registration cache's counters (see :meth:`Engine.cache_stats`)."""
+
+    hits: int           #: ops that found their range registered
+    misses: int         #: ops that registered a range
+    evictions: int      #: ranges dropped to stay within the bounds
+    invalidations: int  #: ranges dropped by :meth:`Engine.invalidate`
+    entries: int        #: ranges registered now
+    bytes: int          #: their bytes
+    in_use: int         #: ranges used by ops in flight
+    deferred: int       #: dropped ranges waiting for their ops
+
+
 class Engine:
     """An rma engine: it registers memory, serves it to peers, and moves
     bytes to and from remotes.  Use it as a context manager, or call
@@ -336,6 +375,14 @@ class Engine:
     secret peers must prove (str or bytes; None: ``RMA_SECRET`` or none).
     ``timeout``: default op deadline in seconds.  ``RMA_*`` environment
     variables override these, as for every rma program.
+
+    ``cache_plain``: objects that are not registered :class:`Buffer` s are
+    named to the library by address and registered through its
+    registration cache, which keeps them registered after the op (bounded
+    by ``cache_entries`` ranges and ``cache_bytes``; 0: the defaults).
+    Call :meth:`invalidate` on such an object before it is freed, resized
+    or its memory remapped.  Without it (the default) each op registers
+    and releases its object.
     """
 
     def __init__(self, transports: Union[None, str, Iterable[str]] = None,
@@ -343,7 +390,8 @@ class Engine:
                  *, timeout: Optional[float] = None, stripes: int = 0,
                  queue_depth: int = 0, cq_depth: int = 0, max_msg_size: int = 0,
                  manual_progress: bool = False,
-                 advertise: Optional[str] = None) -> None:
+                 advertise: Optional[str] = None, cache_plain: bool = False,
+                 cache_entries: int = 0, cache_bytes: int = 0) -> None:
         self._ptr: Optional[int] = None
         self._lock = threading.Lock()
         self._buffers: Set[Buffer] = set()
@@ -366,7 +414,10 @@ class Engine:
         cfg.stripes = stripes
         cfg.max_msg_size = max_msg_size
         cfg.timeout_ms = timeout_ms(timeout)
+        cfg.cache_entries = cache_entries
+        cfg.cache_bytes = cache_bytes
         self.manual_progress = manual_progress
+        self.cache_plain = cache_plain
         ptr = ctypes.c_void_p()
         check(lib.rma_engine_create(ctypes.byref(cfg), ctypes.byref(ptr)), "creating the engine")
         self._ptr = ptr.value
@@ -457,6 +508,25 @@ class Engine:
         """A new, empty :class:`~rma.Batch` of reads and writes."""
         from .batch import Batch
         return Batch(self)
+
+    def cache_stats(self) -> CacheStats:
+        """A snapshot of the registration cache's counters."""
+        st = _lib.RmaCacheStats()
+        check(lib.rma_cache_stats(self._handle(), ctypes.byref(st)), "reading cache stats")
+        return CacheStats(*(getattr(st, f) for f in CacheStats._fields))
+
+    def invalidate(self, obj: Union[BufferLike, int], length: int = 0) -> int:
+        """Drop cached registrations overlapping an object's memory (or
+        ``length`` bytes at address ``obj``) before it is freed, resized or
+        remapped.  Ranges still used by ops in flight go when those end.
+        Returns how many ranges were dropped."""
+        if isinstance(obj, int):
+            addr, n = obj, length
+        else:
+            holder, n = _export(obj, "invalidate()")
+            addr = ctypes.addressof(holder)
+            del holder
+        return check(lib.rma_mem_invalidate(self._handle(), addr, n), "invalidating")
 
     def completion_fd(self) -> int:
         """The engine's completion fd (readable when completions wait); owned

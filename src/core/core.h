@@ -9,7 +9,8 @@
  * Files: engine.c (lifetime, introspection), tspec.c (transport specs and
  * options), config.c, region.c (regions, grants), stage.c (CUDA device
  * memory on CPU-copying transports), advert.c (the codec),
- * op.c (the op path), peer.c (peers, routing, fallback), cq.c (the
+ * op.c (the op path), regcache.c (ops on plain memory), peer.c (peers,
+ * routing, fallback), cq.c (the
  * completion queue), wait.c (every blocking call), timer.c (the deadline
  * heap), progress.c (the loop and its thread).
  */
@@ -68,6 +69,25 @@ struct rma_region {
 	struct rma_region *next, *prev;
 };
 
+/* A range of plain memory the registration cache keeps registered
+ * (regcache.c): a local-only region of its own, off e->regions. */
+struct rma__rcent {
+	struct rma_region reg;
+	unsigned users;         /* ops holding it, until their slots are freed */
+	bool dropped;           /* out of the index; freed when users reach 0 */
+	struct rma__lnode lru;  /* on the idle list while users == 0 */
+};
+
+struct rma__regcache {
+	struct rma__rcent **v;  /* indexed entries, sorted by address */
+	unsigned n, cap;
+	uint64_t maxlen;        /* longest indexed entry: bounds the search */
+	uint64_t bytes;
+	unsigned in_use, deferred;
+	struct rma__lnode idle; /* indexed entries no op holds, least recent first */
+	uint64_t hits, misses, evictions, invalidations;
+};
+
 enum rma__op_state {
 	RMA__OP_FREE,
 	RMA__OP_LIVE,
@@ -85,6 +105,8 @@ struct rma__op {
 	int err;                /* DYING: the result to deliver */
 	struct rma__peer *peer;
 	struct rma_region *local;
+	struct rma__rcent *rce; /* plain memory: the cache entry it holds */
+	uint32_t crc;           /* RMA_OP_CRC: a put's, taken at post */
 	char *laddr;
 	uint64_t len;
 	uint64_t roff;          /* offset in the remote window */
@@ -135,6 +157,7 @@ struct rma_engine {
 
 	struct rma__keytab grants;
 	struct rma_region *regions;
+	struct rma__regcache rcache;
 	struct rma__peer *peers;
 	/* (engine id, instance) -> peer: finding one costs the same for 1 or
 	 * 10,000 peers */
@@ -221,8 +244,15 @@ struct rma__peer *rma__peer_get(struct rma_engine *e, const rma_remote *r,
 void rma__peer_destroy(struct rma_engine *e, struct rma__peer *p, int err);
 void rma__fail_peer_ops(struct rma_engine *e, struct rma__peer *p, int err);
 
+/* regcache.c: ops on plain memory */
+int rma__regcache_get(struct rma_engine *e, char *addr, uint64_t len,
+		      struct rma__rcent **out);
+void rma__regcache_put(struct rma_engine *e, struct rma__rcent *c);
+void rma__regcache_fini(struct rma_engine *e);
+
 /* cq.c */
-void rma__cq_push(struct rma_engine *e, uint64_t user_data, int64_t res);
+void rma__cq_push(struct rma_engine *e, uint64_t user_data, int64_t res,
+		  unsigned flags, uint32_t crc);
 uint32_t rma__cq_take(struct rma_engine *e, struct rma_completion *out,
 		      uint32_t max);
 int rma__cq_init(struct rma_engine *e);
@@ -258,6 +288,8 @@ void rma__deliver_callbacks(struct rma_engine *e);
 
 /* region.c */
 void rma__region_free_all(struct rma_engine *e);
+int rma__region_reg(struct rma_engine *e, struct rma_region *r);
+void rma__region_dereg(struct rma_engine *e, struct rma_region *r);
 /* stage.c */
 int rma__region_detect(struct rma_region *r);
 bool rma__region_carries(const struct rma_region *r,

@@ -41,11 +41,14 @@ int rma__cq_init(struct rma_engine *e)
 	return rma__watch_add(e, &e->cq_watch, EPOLLIN | EPOLLET);
 }
 
-void rma__cq_push(struct rma_engine *e, uint64_t user_data, int64_t res)
+void rma__cq_push(struct rma_engine *e, uint64_t user_data, int64_t res,
+		  unsigned flags, uint32_t crc)
 {
 	uint32_t n = e->cq_count, tail = (e->cq_head + n) % e->cq_cap;
 	e->cq[tail].user_data = user_data;
 	e->cq[tail].result = res;
+	e->cq[tail].crc32c = crc;
+	e->cq[tail].flags = flags;
 	/* Stored atomically: rma_poll peeks at it without the lock. */
 	__atomic_store_n(&e->cq_count, n + 1, __ATOMIC_RELEASE);
 	if (n == 0 && e->cq_fd_used) {

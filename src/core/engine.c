@@ -290,6 +290,7 @@ RMA_EXPORT void rma_engine_destroy(rma_engine *e)
 	rma__progress_stop(e);
 	pthread_mutex_lock(&e->mu);
 	rma__region_free_all(e);
+	rma__regcache_fini(e);
 	pthread_mutex_unlock(&e->mu);
 	engine_free(e);
 }

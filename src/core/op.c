@@ -38,6 +38,7 @@ int rma__ops_init(struct rma_engine *e)
 		e->free_ops = &e->ops[i];
 	}
 	e->stall_timer.cb = stall_retry;
+	rma__list_init(&e->rcache.idle);
 	/* One heap slot per op, and some for the transports' timers. */
 	return rma__timers_init(e, e->nops + 64);
 }
@@ -61,6 +62,9 @@ static void op_release(struct rma_engine *e, struct rma__op *op)
 		rma__remote_unref(op->remote);
 	op->remote = NULL;
 	op->ent = NULL;
+	/* Its transport is done with the memory: a cached range may go. */
+	rma__regcache_put(e, op->rce);
+	op->rce = NULL;
 	op->fnext = e->free_ops;
 	e->free_ops = op;
 }
@@ -90,8 +94,13 @@ static void op_complete(struct rma_engine *e, struct rma__op *op, int64_t res)
 		op->batch->results[op->batch_index] = res;
 		if (--op->batch->left == 0) /* its waiter may sleep on done_cv */
 			pthread_cond_broadcast(&e->done_cv);
+	} else if (res >= 0 && (op->flags & RMA_OP_CRC)) {
+		/* A get's bytes have all landed now; a put's was taken at post. */
+		if (op->kind == RMA_OP_GET)
+			op->crc = rma_crc32c(0, op->laddr, op->len);
+		rma__cq_push(e, op->user_data, res, RMA_COMPLETION_CRC, op->crc);
 	} else {
-		rma__cq_push(e, op->user_data, res);
+		rma__cq_push(e, op->user_data, res, 0, 0);
 	}
 	op_unlink(e, op);
 	if (op->chunks == 0)
@@ -298,6 +307,9 @@ int rma__post_locked(struct rma_engine *e, const struct rma_op *d,
 		     int64_t deadline, struct rma__batch *b, size_t index)
 {
 	rma_remote *r = (rma_remote *)d->remote;
+	struct rma_region *local = d->local;
+	struct rma__rcent *rce = NULL;
+	char *laddr;
 	struct rma__transport *t = NULL;
 	const struct rma__rentry *ent = NULL;
 	struct rma__peer *p = NULL;
@@ -308,12 +320,17 @@ int rma__post_locked(struct rma_engine *e, const struct rma_op *d,
 	if (e->shut)
 		return -ESHUTDOWN;
 	if ((d->kind != RMA_OP_PUT && d->kind != RMA_OP_GET) ||
-	    (d->flags & ~(unsigned)RMA_OP_FENCE) || d->reserved[0] ||
-	    d->reserved[1] || !d->local || !r || d->local->e != e)
+	    (d->flags & ~(unsigned)(RMA_OP_FENCE | RMA_OP_CRC)) ||
+	    ((d->flags & RMA_OP_CRC) && b) || d->reserved[0] || !r ||
+	    (local ? local->e != e || d->addr : !d->addr))
 		return -EINVAL;
-	if (d->local_off > d->local->len || d->len > d->local->len - d->local_off ||
+	if ((local && (d->local_off > local->len ||
+		       d->len > local->len - d->local_off)) ||
+	    (!local && (uintptr_t)d->addr + d->local_off + d->len <
+			       (uintptr_t)d->addr) ||
 	    d->remote_off > r->len || d->len > r->len - d->remote_off)
 		return -ERANGE;
+	laddr = (local ? local->addr : (char *)d->addr) + d->local_off;
 	need = d->kind == RMA_OP_PUT ? RMA_ACCESS_REMOTE_WRITE : RMA_ACCESS_REMOTE_READ;
 	if (!(r->access & need))
 		return -EACCES;
@@ -327,19 +344,37 @@ int rma__post_locked(struct rma_engine *e, const struct rma_op *d,
 		return -EAGAIN;
 	if (!e->free_ops)
 		return -EAGAIN;
+	if (!local && d->len) { /* plain memory: a cached registration */
+		if ((err = rma__regcache_get(e, laddr, d->len, &rce)))
+			return err;
+		local = &rce->reg;
+	}
+	/* The CPU cannot read device memory for a CRC. */
+	if ((d->flags & RMA_OP_CRC) && local && rma__region_device(local)) {
+		rma__regcache_put(e, rce);
+		return -EOPNOTSUPP;
+	}
 	/* The best route; if its connect fails at once, the next one. */
 	for (unsigned skip = 0;;) {
-		err = rma__route(e, r, d->local, skip, &t, &ent);
-		if (err)
-			return skip ? p_err : err;
+		err = rma__route(e, r, local, skip, &t, &ent);
+		if (err) {
+			err = skip ? p_err : err;
+			break;
+		}
 		if (!d->len || (p = rma__peer_get(e, r, t, ent, &p_err)))
 			break;
 		skip |= 1u << t->index;
 		struct rma__transport *next;
 		const struct rma__rentry *nent;
-		if (rma__route(e, r, d->local, skip, &next, &nent))
-			return p_err;
+		if ((err = rma__route(e, r, local, skip, &next, &nent))) {
+			err = p_err;
+			break;
+		}
 		rma__note_fallback(e, r->engine_id, t, p_err, next);
+	}
+	if (err) {
+		rma__regcache_put(e, rce);
+		return err;
 	}
 
 	op = e->free_ops;
@@ -347,9 +382,12 @@ int rma__post_locked(struct rma_engine *e, const struct rma_op *d,
 	op->state = RMA__OP_LIVE;
 	op->kind = d->kind;
 	op->flags = d->flags;
-	op->local = d->local;
-	op->laddr = d->local->addr + d->local_off;
+	op->local = local;
+	op->rce = rce;
+	op->laddr = laddr;
 	op->len = d->len;
+	op->crc = (d->flags & RMA_OP_CRC) && d->kind == RMA_OP_PUT
+			  ? rma_crc32c(0, laddr, d->len) : 0;
 	op->roff = d->remote_off;
 	op->remote = r;
 	rma__remote_ref(r);
@@ -360,7 +398,8 @@ int rma__post_locked(struct rma_engine *e, const struct rma_op *d,
 	op->batch_index = index;
 	op->peer = NULL;
 	op->ent = ent;
-	rma__list_add_tail(&d->local->users, &op->rnode);
+	if (local)
+		rma__list_add_tail(&local->users, &op->rnode);
 	e->live++;
 	if (!b)
 		e->cq_reserved++;

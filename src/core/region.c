@@ -102,7 +102,7 @@ int rma__grant_for(struct rma_region *r, uint64_t off, uint64_t len,
 
 /* ---- regions ---- */
 
-static void dereg_all(struct rma_engine *e, struct rma_region *r)
+void rma__region_dereg(struct rma_engine *e, struct rma_region *r)
 {
 	for (unsigned i = 0; i < e->ntr; i++)
 		if (r->tmask & 1u << i)
@@ -110,12 +110,33 @@ static void dereg_all(struct rma_engine *e, struct rma_region *r)
 	r->tmask = 0;
 }
 
+/* Each instance registers r, or declines to carry it; at least one must
+ * take it.  On failure nothing stays registered.  Lock held. */
+int rma__region_reg(struct rma_engine *e, struct rma_region *r)
+{
+	int rc = 0;
+
+	/* Each instance registers it, or declines to carry it. */
+	for (unsigned i = 0; i < e->ntr && rc >= 0; i++) {
+		if (!rma__region_carries(r, e->tr[i]))
+			continue;
+		rc = e->tr[i]->ops->mem_reg(e->tr[i], r);
+		if (rc == 0)
+			r->tmask |= 1u << i;
+	}
+	if (rc >= 0 && !r->tmask)
+		rc = -EOPNOTSUPP; /* every transport declined */
+	if (rc < 0)
+		rma__region_dereg(e, r);
+	return rc < 0 ? rc : 0;
+}
+
 static int region_new(rma_engine *e, void *addr, size_t len, unsigned access,
 		      int fd, rma_region **out)
 {
 	struct rma_region *r;
 	struct rma__grant *g;
-	int rc = 0;
+	int rc;
 
 	if (!e || !addr || !len || !out || (access & ~(unsigned)RMA_ACCESS_REMOTE_RW))
 		return -EINVAL;
@@ -133,20 +154,11 @@ static int region_new(rma_engine *e, void *addr, size_t len, unsigned access,
 		return rc;
 	}
 	pthread_mutex_lock(&e->mu);
-	/* Each instance registers it, or declines to carry it. */
-	for (unsigned i = 0; i < e->ntr && rc >= 0; i++) {
-		if (!rma__region_carries(r, e->tr[i]))
-			continue;
-		rc = e->tr[i]->ops->mem_reg(e->tr[i], r);
-		if (rc == 0)
-			r->tmask |= 1u << i;
-	}
-	if (rc >= 0 && !r->tmask)
-		rc = -EOPNOTSUPP; /* every transport declined */
+	rc = rma__region_reg(e, r);
 	if (rc >= 0 && access)
 		rc = grant_new(e, r, 0, len, access, &g);
 	if (rc < 0) {
-		dereg_all(e, r);
+		rma__region_dereg(e, r);
 		pthread_mutex_unlock(&e->mu);
 		free(r);
 		return rc;
@@ -227,7 +239,7 @@ static void region_free(struct rma_engine *e, struct rma_region *r)
 	 * release until the transport has stopped it. */
 	if (!rma__list_empty(&r->users))
 		rma__wait_until(e, users_gone, r, 0);
-	dereg_all(e, r);
+	rma__region_dereg(e, r);
 	if (r->prev)
 		r->prev->next = r->next;
 	else

@@ -1,6 +1,6 @@
 /*
  * wait.c - every blocking call waits here: rma_submit, rma_read_into,
- * rma_write_from, and (through rma__wait_until) peer connect and remove,
+ * rma_write_from (and their _mem forms), and (through rma__wait_until) peer connect and remove,
  * region release and engine shutdown.
  */
 #include <errno.h>
@@ -174,4 +174,34 @@ RMA_EXPORT int64_t rma_write_from(rma_engine *e, rma_region *local,
 				  const rma_remote *r, int timeout_ms)
 {
 	return whole(e, RMA_OP_PUT, local, r, timeout_ms);
+}
+
+/* The same on plain memory, through the registration cache. */
+static int64_t whole_mem(rma_engine *e, unsigned kind, void *buf, size_t len,
+			 const rma_remote *r, int timeout_ms)
+{
+	struct rma_op op = {.kind = kind, .addr = buf, .remote = r};
+	int64_t res;
+
+	if (!e || !buf || !r)
+		return -EINVAL;
+	if (kind == RMA_OP_GET ? len < r->len : len > r->len)
+		return -EMSGSIZE;
+	op.len = kind == RMA_OP_GET ? r->len : len;
+	int rc = rma_submit(e, &op, 1, timeout_ms, &res, NULL, 0);
+	return rc < 0 ? rc : res;
+}
+
+RMA_EXPORT int64_t rma_read_into_mem(rma_engine *e, void *buf, size_t len,
+				     const rma_remote *r, int timeout_ms)
+{
+	return whole_mem(e, RMA_OP_GET, buf, len, r, timeout_ms);
+}
+
+RMA_EXPORT int64_t rma_write_from_mem(rma_engine *e, const void *buf,
+				      size_t len, const rma_remote *r,
+				      int timeout_ms)
+{
+	/* A put only reads it. */
+	return whole_mem(e, RMA_OP_PUT, (void *)buf, len, r, timeout_ms);
 }

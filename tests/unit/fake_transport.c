@@ -8,6 +8,12 @@
 
 struct fake_state fake;
 
+static void trace(char c)
+{
+	if (fake.ntrace < sizeof fake.trace - 1)
+		fake.trace[fake.ntrace++] = c;
+}
+
 struct fake_peer {
 	struct rma__peer base;
 };
@@ -55,6 +61,7 @@ static int f_mem_reg(struct rma__transport *t, struct rma_region *r)
 	if (fake.decline_regions)
 		return RMA__DECLINE;
 	fake.mem_regs++;
+	trace('R');
 	/* The descriptor xfers carry back as ldesc. */
 	*rma__region_slot(r, t) = rma__region_addr(r);
 	return 0;
@@ -63,6 +70,7 @@ static int f_mem_reg(struct rma__transport *t, struct rma_region *r)
 static void f_mem_dereg(struct rma__transport *t, struct rma_region *r)
 {
 	fake.mem_deregs++;
+	trace('D');
 }
 
 static int f_grant_add(struct rma__transport *t, struct rma__grant *g)
@@ -160,6 +168,7 @@ static int f_post(struct rma__peer *p, const struct rma__xfer *x)
 	fake.xfers[fake.nxfers].x = *x;
 	fake.xfers[fake.nxfers].state = FAKE_POSTED;
 	fake.nxfers++;
+	trace('P');
 	fake.outstanding++;
 	if (fake.outstanding > fake.max_outstanding)
 		fake.max_outstanding = fake.outstanding;
@@ -169,6 +178,7 @@ static int f_post(struct rma__peer *p, const struct rma__xfer *x)
 static void f_flush(struct rma__peer *p)
 {
 	fake.flushes++;
+	trace('F');
 }
 
 static int f_abort(struct rma__peer *p, uint64_t op_id, int err)

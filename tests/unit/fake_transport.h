@@ -61,6 +61,10 @@ struct fake_state {
 	unsigned progress_on_mark;
 	int abort_err[64];        /* err of each abort, in order */
 	uint64_t abort_op[64];
+	/* What happened, in order: 'R' mem_reg, 'D' mem_dereg, 'P' a chunk
+	 * posted, 'F' flush (the first 255). */
+	char trace[256];
+	unsigned ntrace;
 };
 
 extern struct fake_state fake;

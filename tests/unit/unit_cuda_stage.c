@@ -522,6 +522,41 @@ static void case_no_driver(void)
 	finish(&a, &b, &tgt);
 }
 
+/* Device memory named by address (the registration cache) is staged like
+ * a device region; a CRC of device memory is refused (the CPU cannot read
+ * it). */
+static void case_plain(void)
+{
+	rma_engine *t = engine("tcp"), *e = engine("tcp");
+	struct side tgt = side_new(t, false, 0, MIB, RMA_ACCESS_REMOTE_RW);
+	rma_remote *rem = test_remote_of(tgt.r);
+	char *src = dev + 16 * MIB + 100, *dst = dev + 20 * MIB + 100;
+	size_t n = 70000;
+	int64_t res;
+
+	test_fill(view(src), n, 5);
+	struct rma_op op = {.kind = RMA_OP_PUT, .addr = src, .remote = rem, .len = n};
+	CHECK_RC(rma_submit(e, &op, 1, 20000, &res, NULL, 0), 0);
+	CHECK_EQ(res, (int64_t)n);
+	CHECK(test_check_fill(tgt.cpu, n, 5) < 0);
+	memset(view(dst), 0, n);
+	op = (struct rma_op){.kind = RMA_OP_GET, .addr = dst, .remote = rem, .len = n};
+	CHECK_RC(rma_submit(e, &op, 1, 20000, &res, NULL, 0), 0);
+	CHECK_EQ(res, (int64_t)n);
+	CHECK(test_check_fill(view(dst), n, 5) < 0);
+	CHECK_EQ(b_dtoh, n);
+	CHECK_EQ(b_htod, n);
+
+	op = (struct rma_op){.kind = RMA_OP_PUT, .flags = RMA_OP_CRC, .addr = src,
+			     .remote = rem, .len = n};
+	CHECK_RC(rma_post(e, &op, 1, 20000, NULL), -EOPNOTSUPP);
+	rma_remote_free(rem);
+	rma_region_release(tgt.r);
+	rma_engine_destroy(e);
+	rma_engine_destroy(t);
+	CHECK_EQ(n_pinned_live, 0);
+}
+
 int main(int argc, char **argv)
 {
 	const char *c = argc > 1 ? argv[1] : "";
@@ -556,6 +591,8 @@ int main(int argc, char **argv)
 		case_copy_error("shm,tcp", false);
 	else if (!strcmp(c, "gate"))
 		case_gate();
+	else if (!strcmp(c, "plain"))
+		case_plain();
 	else if (!strcmp(c, "no_driver"))
 		case_no_driver();
 	else
