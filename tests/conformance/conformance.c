@@ -658,6 +658,13 @@ static void *streamer(void *arg)
 
 static int case_release_race(void)
 {
+	/* libfabric's shm copies without checking keys: the owner cannot
+	 * refuse a peer that keeps using a released key, so "release is
+	 * final" rests on the initiator honouring the revocation.  Not
+	 * claimed (design.md, ofi gaps). */
+	if (!strcmp(transport, "ofi:prov=shm"))
+		SKIP("ofi:prov=shm: libfabric's shm does not check keys on its "
+		     "copies, so the owner cannot make release final");
 	const size_t S = 16 * MiB;
 	struct target t;
 	int rc = start(&t, S, 0);

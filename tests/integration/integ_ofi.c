@@ -9,12 +9,23 @@
  *   window     a token edited to a longer window still cannot reach past
  *              the real one: the grant's MR has the window's bounds
  *   wrong_key  a forged key is refused with -EKEYREJECTED, and the next
- *              good op to that target works
+ *              good op to that target works (tokens hold the core key
+ *              only: the owner tells an authenticated peer the fabric key)
  *   killed     a target killed mid-batch: every op ends with an error
  *              within its deadline, and another target is still served
  *   late       gets to a stopped target time out; when it wakes, its
  *              replies must not land (libfabric cannot cancel: the
  *              transport closes the peer's endpoint), and the next op works
+ *   secret     an owner with a shared secret: the right secret works, a
+ *              wrong one or none gets -EACCES
+ *   stale      an owner restarted at the same control address: an old
+ *              token gets exactly -ESTALE (another engine answers)
+ *   proof      a raw client with a wrong proof on the control connection
+ *              is refused (-EACCES in message 4, then closed) and gets no
+ *              fabric key; the same client with the right proof gets one
+ *   fake_owner a token edited to name a fake owner whose proof is wrong:
+ *              the initiator fails with -EACCES and sends nothing after
+ *              its hello (no proof of its own, no KEY)
  */
 #include <errno.h>
 #include <signal.h>
@@ -24,6 +35,13 @@
 
 #include "integ_common.h"
 #include "util/base64url.h"
+#include "transport/setup.h"
+
+#include <arpa/inet.h>
+#include <pthread.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #define OFI_WIRE_ID 3
 static char spec[64];
@@ -205,7 +223,10 @@ static int case_wrong_key(void)
 	rma_region *l = integ_region(e, buf, MiB);
 	int n = ad_bytes(&t, "rw", 0, 0, 0, b);
 	uint8_t *blob = ofi_blob(b, n, &blen);
-	blob[blen - 16] ^= 0x01; /* the key's low byte */
+	/* Without a secret the token also carries the fabric key (for plain
+	 * initiators); rma initiators still ask by the core key. */
+	CHECKF(blob[1] & 1, "an owner without a secret left the fabric key out");
+	b[16] ^= 0x01; /* the core key's low byte */
 	rma_remote *bad = reseal(b, n);
 	rma_remote *good = integ_remote(&t, "rw");
 	for (int i = 0; i < 3; i++) {
@@ -320,6 +341,283 @@ static int case_late(void)
 	return 0;
 }
 
+static rma_engine *engine_secret(const char *secret)
+{
+	struct rma_config cfg;
+	rma_engine *e;
+	rma_config_init(&cfg);
+	cfg.transports = spec;
+	cfg.secret = secret;
+	CHECK_RC(rma_engine_create(&cfg, &e), 0);
+	return e;
+}
+
+static void try_secret(struct target *t, const char *secret, int64_t want)
+{
+	rma_engine *e = engine_secret(secret);
+	char *buf = test_alloc(MiB);
+	rma_region *l = integ_region(e, buf, MiB);
+	rma_remote *r = integ_remote(t, "rw");
+	test_fill(buf, MiB, 99);
+	int64_t got = integ_op(e, RMA_OP_PUT, l, r, 0, MiB, 10000);
+	printf("secret %s: %lld %s\n", secret ? secret : "(none)", (long long)got,
+	       got < 0 ? rma_strerror((int)got) : "ok");
+	CHECK_RC(got, want);
+	if (want < 0)
+		CHECK_RC(integ_op(e, RMA_OP_GET, l, r, 0, MiB, 10000), want);
+	else
+		CHECK_EQ_U64(target_crc(t, "rw", 0, MiB), rma_crc32c(0, buf, MiB));
+	rma_remote_free(r);
+	rma_engine_destroy(e);
+	test_free(buf, MiB);
+}
+
+static int case_secret(void)
+{
+	static struct target_opts o = { .secret = "open sesame", .rw_size = 4 * MiB };
+	struct target t;
+	o.transports = spec;
+	if (target_start(&t, &o))
+		return TEST_SKIP;
+	/* With a secret the token names no fabric key: only the handshake
+	 * tells it. */
+	uint8_t b[RMA_ADVERTISEMENT_MAX];
+	unsigned blen;
+	int n = ad_bytes(&t, "rw", 0, 0, 0, b);
+	uint8_t *blob = ofi_blob(b, n, &blen);
+	CHECKF(!(blob[1] & 1), "an owner with a secret put a fabric key in its token");
+	try_secret(&t, "open sesame", MiB);
+	try_secret(&t, "open sesame!", -EACCES);
+	try_secret(&t, NULL, -EACCES);
+	try_secret(&t, "open sesame", MiB);
+	target_stop(&t);
+	return 0;
+}
+
+static int case_stale(void)
+{
+	static char tr[128];
+	static struct target_opts o = { .rw_size = 4 * MiB, .rw_seed = 7 };
+	struct target t;
+	snprintf(tr, sizeof tr, "%s:ctl=127.0.0.1:%d", spec, test_free_port());
+	o.transports = tr;
+	if (target_start(&t, &o))
+		return TEST_SKIP;
+	rma_engine *e = engine_of(spec);
+	char *buf = test_alloc(MiB);
+	rma_region *l = integ_region(e, buf, MiB);
+	rma_remote *old = integ_remote(&t, "rw");
+	CHECK_RC(integ_op(e, RMA_OP_GET, l, old, 0, MiB, 10000), MiB);
+	target_stop(&t);
+	/* Another engine at the same control address. */
+	CHECK_EQ(target_start(&t, &o), 0);
+	rma_engine *e2 = engine_of(spec); /* a fresh initiator: no old peer */
+	rma_region *l2 = integ_region(e2, buf, MiB);
+	CHECK_RC(integ_op(e2, RMA_OP_GET, l2, old, 0, MiB, 10000), -ESTALE);
+	CHECK_RC(rma_peer_connect(e2, old, 10000), -ESTALE);
+	/* and its own token works */
+	rma_remote *cur = integ_remote(&t, "rw");
+	CHECK_RC(integ_op(e2, RMA_OP_GET, l2, cur, 0, MiB, 10000), MiB);
+	CHECK_EQ(test_check_fill(buf, MiB, 7), -1);
+	rma_remote_free(cur);
+	rma_remote_free(old);
+	rma_engine_destroy(e2);
+	rma_engine_destroy(e);
+	target_stop(&t);
+	return 0;
+}
+
+static void xfer_all(int fd, void *b, size_t n, bool out)
+{
+	size_t done = 0;
+	while (done < n) {
+		ssize_t r = out ? send(fd, (char *)b + done, n - done, MSG_NOSIGNAL)
+				: recv(fd, (char *)b + done, n - done, 0);
+		CHECKF(r > 0, "control connection: %s", r ? strerror(errno) : "closed");
+		done += (size_t)r;
+	}
+}
+
+/* A hand-made handshake on the owner's control connection; then a KEY
+ * for the token's core key.  Returns the status of message 4; *keys is
+ * set when a KEYS answer with status 0 came back. */
+static int raw_client(const uint8_t *ctl, size_t cl, uint64_t core,
+		      const char *secret, bool *keys)
+{
+	CHECKF(cl == 7 && ctl[0] == 4, "control address is not IPv4");
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons((uint16_t)(ctl[1] | ctl[2] << 8)) };
+	memcpy(&sa.sin_addr, ctl + 3, 4);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	CHECK(fd >= 0);
+	struct timeval tv = { .tv_sec = 10 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	CHECKF(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0, "connect: %s",
+	       strerror(errno));
+	uint8_t key[16], b[RMA__SETUP_HDR_SIZE];
+	rma__setup_key(secret, key);
+	struct rma__setup_msg m = { .step = 1, .kind = 3, .engine_id = 1234,
+				    .nonce = 0x1122334455667788ULL };
+	rma__setup_msg_encode(&m, b);
+	xfer_all(fd, b, sizeof b, true);
+	xfer_all(fd, b, sizeof b, false);
+	CHECK_RC(rma__setup_msg_decode(b, sizeof b, &m), 0);
+	CHECK(m.step == 2 && m.blob_len == 0);
+	uint64_t snonce = m.nonce;
+	memset(&m, 0, sizeof m);
+	m.step = 3;
+	m.kind = 3;
+	rma__setup_proof(key, 'C', snonce, NULL, 0, m.proof);
+	rma__setup_msg_encode(&m, b);
+	xfer_all(fd, b, sizeof b, true);
+	xfer_all(fd, b, sizeof b, false);
+	CHECK_RC(rma__setup_msg_decode(b, sizeof b, &m), 0);
+	CHECK(m.step == 4);
+	int status = m.status;
+	/* Ask for the key whatever the answer: a refused client must get
+	 * nothing but the end of the connection. */
+	uint8_t k[32] = { 2 }, r[32 + 128];
+	for (int i = 0; i < 8; i++)
+		k[8 + i] = (uint8_t)(core >> (8 * i));
+	(void)!send(fd, k, sizeof k, MSG_NOSIGNAL);
+	*keys = false;
+	for (;;) {
+		ssize_t n = recv(fd, r, 32, MSG_WAITALL);
+		if (n <= 0)
+			break;
+		CHECK(n == 32);
+		if (r[0] == 1) { /* WELCOME: its address follows */
+			unsigned al = r[8] | r[9] << 8;
+			CHECK(al > 0 && al <= 128);
+			CHECK(recv(fd, r + 32, al, MSG_WAITALL) == (ssize_t)al);
+			continue;
+		}
+		if (r[0] == 3) {
+			*keys = r[4] == 0 && r[5] == 0 && r[6] == 0 && r[7] == 0;
+			break;
+		}
+	}
+	close(fd);
+	return status;
+}
+
+static int case_proof(void)
+{
+	static struct target_opts o = { .secret = "open sesame", .rw_size = 4 * MiB };
+	struct target t;
+	uint8_t b[RMA_ADVERTISEMENT_MAX];
+	unsigned blen;
+	o.transports = spec;
+	if (target_start(&t, &o))
+		return TEST_SKIP;
+	int n = ad_bytes(&t, "rw", 0, 0, 0, b);
+	uint8_t *blob = ofi_blob(b, n, &blen);
+	CHECKF(blob[1] == 2, "the ofi blob has no control address (flags %u)", blob[1]);
+	size_t o_ctl = 6 + (size_t)blob[2] + blob[3] + (blob[4] | blob[5] << 8);
+	uint64_t core = 0;
+	for (int i = 0; i < 8; i++)
+		core |= (uint64_t)b[16 + i] << (8 * i);
+	bool keys;
+	int st = raw_client(blob + o_ctl + 1, blob[o_ctl], core, "wrong", &keys);
+	printf("wrong proof: status %d, key given %d\n", st, keys);
+	CHECK_RC(st, -EACCES);
+	CHECK(!keys);
+	st = raw_client(blob + o_ctl + 1, blob[o_ctl], core, "open sesame", &keys);
+	printf("right proof: status %d, key given %d\n", st, keys);
+	CHECK_RC(st, 0);
+	CHECK(keys);
+	/* and the owner still serves */
+	try_secret(&t, "open sesame", MiB);
+	target_stop(&t);
+	return 0;
+}
+
+struct fake {
+	int lfd;
+	uint64_t engine_id;
+	ssize_t after; /* bytes the initiator sent after message 1 */
+};
+
+static void *fake_owner(void *arg)
+{
+	struct fake *f = arg;
+	uint8_t b[RMA__SETUP_HDR_SIZE], rest[256];
+	struct rma__setup_msg m;
+	int fd = accept(f->lfd, NULL, NULL);
+	f->after = -1;
+	if (fd < 0)
+		return NULL;
+	struct timeval tv = { .tv_sec = 10 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	if (recv(fd, b, sizeof b, MSG_WAITALL) != (ssize_t)sizeof b ||
+	    rma__setup_msg_decode(b, sizeof b, &m) || m.step != 1) {
+		close(fd);
+		return NULL;
+	}
+	/* Message 2 with the right engine id and a proof made without the
+	 * secret. */
+	struct rma__setup_msg r = { .step = 2, .kind = 3,
+				    .engine_id = f->engine_id, .word = 0,
+				    .nonce = 0x5555aaaa5555aaaaULL };
+	memset(r.proof, 0x42, sizeof r.proof);
+	rma__setup_msg_encode(&r, b);
+	(void)!send(fd, b, sizeof b, MSG_NOSIGNAL);
+	/* Whatever comes next (until the client closes or 10 s pass). */
+	ssize_t n, got = 0;
+	while ((n = recv(fd, rest, sizeof rest, 0)) > 0)
+		got += n;
+	f->after = got;
+	close(fd);
+	return NULL;
+}
+
+static int case_fake_owner(void)
+{
+	static struct target_opts o = { .secret = "open sesame", .rw_size = 4 * MiB };
+	struct target t;
+	uint8_t b[RMA_ADVERTISEMENT_MAX];
+	unsigned blen;
+	o.transports = spec;
+	if (target_start(&t, &o))
+		return TEST_SKIP;
+	int n = ad_bytes(&t, "rw", 0, 0, 0, b);
+	uint8_t *blob = ofi_blob(b, n, &blen);
+	size_t o_ctl = 6 + (size_t)blob[2] + blob[3] + (blob[4] | blob[5] << 8);
+	CHECK(blob[1] == 2 && blob[o_ctl] == 7);
+
+	struct fake f = { .engine_id = 0 };
+	for (int i = 0; i < 8; i++)
+		f.engine_id |= (uint64_t)b[8 + i] << (8 * i);
+	f.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof sa;
+	CHECK(bind(f.lfd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+	      listen(f.lfd, 4) == 0 &&
+	      getsockname(f.lfd, (struct sockaddr *)&sa, &sl) == 0);
+	uint16_t port = ntohs(sa.sin_port);
+	blob[o_ctl + 2] = (uint8_t)port;
+	blob[o_ctl + 3] = (uint8_t)(port >> 8);
+	rma_remote *r = reseal(b, n);
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, fake_owner, &f) == 0);
+
+	rma_engine *e = engine_secret("open sesame");
+	char *buf = test_alloc(MiB);
+	rma_region *l = integ_region(e, buf, MiB);
+	CHECK_RC(integ_op(e, RMA_OP_PUT, l, r, 0, 4096, 10000), -EACCES);
+	rma_remote_free(r);
+	rma_engine_destroy(e); /* closes the connection: the fake stops */
+	pthread_join(th, NULL);
+	printf("fake owner: the initiator sent %zd bytes after its hello\n", f.after);
+	CHECKF(f.after == 0, "the initiator answered a wrong server proof "
+	       "(%zd bytes)", f.after);
+	close(f.lfd);
+	test_free(buf, MiB);
+	target_stop(&t);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -330,6 +628,10 @@ static const struct {
 	{ "wrong_key", case_wrong_key },
 	{ "killed", case_killed },
 	{ "late", case_late },
+	{ "secret", case_secret },
+	{ "stale", case_stale },
+	{ "proof", case_proof },
+	{ "fake_owner", case_fake_owner },
 };
 
 int main(int argc, char **argv)

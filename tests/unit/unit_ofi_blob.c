@@ -67,5 +67,27 @@ int main(void)
 	memcpy(c, b, n);
 	c[2] = 0; /* no provider name */
 	CHECK_RC(ofi->ad_parse(c, n, 42, &rk), -EBADMSG);
+
+	/* What rma's owners write: a control address (flag 2), no fabric key:
+	 * the core key stands.  Its length byte must be 7 or 19 and fit. */
+	size_t m = n - 16;
+	memcpy(c, b, m);
+	c[1] = 2;
+	const uint8_t ctl[8] = { 7, 4, 0x39, 0x30, 127, 0, 0, 1 };
+	memcpy(c + m, ctl, sizeof ctl);
+	m += sizeof ctl;
+	CHECK_RC(ofi->ad_parse(c, m, 42, &rk), 0);
+	CHECK_EQ_U64(rk.key, 42);
+	CHECK_EQ_U64(rk.base, 0);
+	for (size_t len = 0; len < m; len++)
+		CHECK_RC(ofi->ad_parse(c, len, 42, &rk), -EBADMSG);
+	CHECK_RC(ofi->ad_parse(c, m + 1, 42, &rk), -EBADMSG);
+	for (unsigned bad = 0; bad < 256; bad++) {
+		if (bad == 7)
+			continue;
+		c[m - 8] = (uint8_t)bad;
+		CHECKF(ofi->ad_parse(c, m, 42, &rk) == -EBADMSG,
+		       "control address length %u accepted", bad);
+	}
 	return 0;
 }

@@ -86,16 +86,28 @@ int rma__ofi_grant_add(struct rma__transport *t, struct rma__grant *g)
 	/* Remote addresses: the window's virtual address (FI_MR_VIRT_ADDR) or
 	 * offsets from its start. */
 	og->base = ot->mr_mode & FI_MR_VIRT_ADDR ? (uint64_t)(uintptr_t)addr : 0;
+	og->core = rma__grant_key(g);
+	og->next = ot->grants;
+	ot->grants = og;
 	*rma__grant_slot(g, t) = og;
 	return 0;
 }
 
 void rma__ofi_grant_remove(struct rma__transport *t, struct rma__grant *g)
 {
+	struct ofi_tr *ot = container_of(t, struct ofi_tr, base);
 	struct ofi_grant **og = (struct ofi_grant **)rma__grant_slot(g, t);
-	if (*og) {
-		fi_close(&(*og)->mr->fid);
-		free(*og);
-		*og = NULL;
-	}
+	struct ofi_grant *gr = *og, **pp = &ot->grants;
+	if (!gr)
+		return;
+	while (*pp && *pp != gr)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = gr->next;
+	/* New requests are refused once the MR is closed; one the provider
+	 * is already moving ends only with its peer's serving endpoint. */
+	fi_close(&gr->mr->fid);
+	rma__ofi_ctl_revoke(ot, gr->core);
+	free(gr);
+	*og = NULL;
 }

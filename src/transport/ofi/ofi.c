@@ -162,6 +162,8 @@ static const struct rma__topt_desc ofi_options[] = {
 		 "tcp this host offers)"},
 	{"node", "tcp/sockets: the address to bind (default the host of "
 		 "rma_config.listen, else 127.0.0.1)"},
+	{"ctl", "HOST:PORT of the control listener every peer authenticates "
+		"on (default the host of rma_config.listen, port 0)"},
 	{NULL, NULL},
 };
 
@@ -201,7 +203,8 @@ int rma__ofi_ep_open(struct ofi_tr *ot, struct ofi_peer *peer,
 		     struct ofi_ep **out)
 {
 	struct ofi_ep *oe = calloc(1, sizeof *oe);
-	struct fi_info *info = ot->info, *dup = NULL;
+	struct fi_info *info = peer || !ot->serve_info ? ot->info : ot->serve_info;
+	struct fi_info *dup = NULL;
 	struct fi_cq_attr cqa = { .format = FI_CQ_FORMAT_CONTEXT,
 				  .wait_obj = ot->wait_fd ? FI_WAIT_FD : FI_WAIT_NONE };
 	struct fi_av_attr ava = { .type = info->domain_attr->av_type };
@@ -265,6 +268,7 @@ fail:
 
 static void tr_free(struct ofi_tr *ot)
 {
+	rma__ofi_ctl_fini(ot);
 	if (ot->serve)
 		rma__ofi_ep_close(ot->serve);
 	if (ot->domain)
@@ -273,6 +277,8 @@ static void tr_free(struct ofi_tr *ot)
 		fi_close(&ot->fabric->fid);
 	if (ot->info)
 		fi_freeinfo(ot->info);
+	if (ot->serve_info)
+		fi_freeinfo(ot->serve_info);
 	while (ot->free_ctx) {
 		struct ofi_ctx *c = ot->free_ctx;
 		ot->free_ctx = c->next;
@@ -303,16 +309,14 @@ static int ofi_init(struct rma_engine *e, const struct rma__topts *o,
 			return -EINVAL;
 		}
 	}
-	if (par->secret && *par->secret) {
-		/* No control connection yet to prove the secret over. */
-		rma__info("ofi: a shared secret is set and ofi cannot prove it; "
-			  "not started");
-		return -EACCES;
-	}
 	ot = calloc(1, sizeof *ot);
 	if (!ot)
 		return -ENOMEM;
 	ot->e = e;
+	ot->lw.fd = -1;
+	ot->engine_id = par->engine_id;
+	rma__setup_key(par->secret, ot->key);
+	ot->open = !par->secret || !*par->secret;
 	pthread_once(&probe_once, probe_run);
 	for (i = 0; i < RMA_ARRAY_SIZE(provs); i++) {
 		if (prov ? strcmp(prov, provs[i].opt)
@@ -357,6 +361,13 @@ static int ofi_init(struct rma_engine *e, const struct rma__topts *o,
 		rc = rma__ofi_err(rc);
 		goto fail;
 	}
+	/* Serving endpoints post nothing and take no messages: small queues
+	 * keep each (one per peer) from holding megabytes of receive buffers. */
+	ot->serve_info = fi_dupinfo(fi);
+	if (ot->serve_info) {
+		ot->serve_info->rx_attr->size = RMA_MIN(fi->rx_attr->size, 64);
+		ot->serve_info->tx_attr->size = RMA_MIN(fi->tx_attr->size, 64);
+	}
 	/* A wait fd where the provider has one (tcp, sockets, verbs); the
 	 * others are polled (shm, efa before 2.3). */
 	ot->wait_fd = true;
@@ -375,6 +386,18 @@ static int ofi_init(struct rma_engine *e, const struct rma__topts *o,
 		rc = rc == -FI_ETOOSMALL ? -ENAMETOOLONG : rma__ofi_err(rc);
 		goto fail;
 	}
+	/* The control listener: the handshake every peer passes first. */
+	const char *ctl = rma__topt(o, "ctl");
+	char cbuf[160];
+	if (!ctl) {
+		const char *l = par->listen ? par->listen : "127.0.0.1:0";
+		const char *colon = strrchr(l, ':');
+		int n = colon ? (int)(colon - l) : (int)strlen(l);
+		snprintf(cbuf, sizeof cbuf, "%.*s:0", n, l);
+		ctl = cbuf;
+	}
+	if ((rc = rma__ofi_ctl_listen(ot, ctl, par->advertise)))
+		goto fail;
 	ot->base.level = level;
 	rma__info("ofi: %s on fabric %s, mr_mode %#llx, tx size %u%s",
 		  ot->prov_name, ot->fabric_name, (unsigned long long)ot->mr_mode,
@@ -393,9 +416,14 @@ static void ofi_fini(struct rma__transport *t)
 	tr_free(ot);
 }
 
-/* Blob: u8 version (1) | u8 flags (1: a grant's key follows) | u8 provider
- * name length | u8 fabric name length | u16 address length | names |
- * address | [u64 key | u64 base]. */
+/* Blob: u8 version (1) | u8 flags | u8 provider name length | u8 fabric
+ * name length | u16 address length | names | address | [u8 control
+ * address length | control address] (flag 2) | [u64 key | u64 base]
+ * (flag 1).  rma's owners write flag 2: with a secret set, never flag 1,
+ * so a grant's fabric key is told only to a peer that passed the handshake
+ * (ctl.c); without one anybody passes it, so the token also carries the
+ * key (flag 1), for plain libfabric initiators (rma_remote_to_fabric).
+ * rma initiators use the control connection whenever flag 2 is there. */
 #define BLOB_HDR 6
 
 static int ofi_ad_pack(struct rma__transport *t, const struct rma__grant *g,
@@ -403,19 +431,18 @@ static int ofi_ad_pack(struct rma__transport *t, const struct rma__grant *g,
 {
 	struct ofi_tr *ot = container_of(t, struct ofi_tr, base);
 	size_t pl = strlen(ot->prov_name), fl = strlen(ot->fabric_name);
-	size_t need = BLOB_HDR + pl + fl + ot->addr_len + (g ? 16 : 0);
-	const struct ofi_grant *og = NULL;
+	size_t need = BLOB_HDR + pl + fl + ot->addr_len + 1 + ot->ctl_addr_len;
+	struct ofi_grant *og = g ? *rma__grant_slot((struct rma__grant *)g, t) : NULL;
 	uint8_t *b = buf;
 
-	if (g) {
-		og = *rma__grant_slot((struct rma__grant *)g, t);
-		if (!og)
-			return -ENOENT;
-	}
+	if (g && !og)
+		return -ENOENT;
+	if (og && ot->open)
+		need += 16;
 	if (cap < need)
 		return -ENOSPC;
 	b[0] = 1;
-	b[1] = g ? 1 : 0;
+	b[1] = og && ot->open ? 3 : 2;
 	b[2] = (uint8_t)pl;
 	b[3] = (uint8_t)fl;
 	rma__put_le16(b + 4, (uint16_t)ot->addr_len);
@@ -424,11 +451,47 @@ static int ofi_ad_pack(struct rma__transport *t, const struct rma__grant *g,
 	memcpy(b + pl, ot->fabric_name, fl);
 	memcpy(b + pl + fl, ot->addr, ot->addr_len);
 	b += pl + fl + ot->addr_len;
-	if (og) {
+	b[0] = (uint8_t)ot->ctl_addr_len;
+	memcpy(b + 1, ot->ctl_addr, ot->ctl_addr_len);
+	if (og && ot->open) {
+		b += 1 + ot->ctl_addr_len;
 		rma__put_le64(b, og->key);
 		rma__put_le64(b + 8, og->base);
 	}
 	return (int)need;
+}
+
+/* The blob's parts after the names and the address: [u8 ctl length |
+ * ctl] (flag 2) then [key | base] (flag 1).  -EBADMSG unless they fill it. */
+static int blob_tail(const uint8_t *b, size_t len, size_t *ctl_off,
+		     size_t *ctl_len)
+{
+	if (len < BLOB_HDR || b[0] != 1 || (b[1] & ~3u) || !b[2] || !b[3])
+		return -EBADMSG;
+	size_t pl = b[2], fl = b[3], al = rma__le16(b + 4);
+	size_t o = BLOB_HDR + pl + fl + al;
+	if (!al || al > OFI_ADDR_MAX || pl >= OFI_NAME_MAX || fl >= OFI_NAME_MAX ||
+	    o > len)
+		return -EBADMSG;
+	*ctl_off = *ctl_len = 0;
+	if (b[1] & 2) {
+		if (o >= len || (b[o] != 7 && b[o] != 19))
+			return -EBADMSG;
+		*ctl_off = o + 1;
+		*ctl_len = b[o];
+		o += 1 + b[o];
+	}
+	return len == o + (b[1] & 1 ? 16 : 0) ? 0 : -EBADMSG;
+}
+
+int rma__ofi_blob_ctl(const void *blob, size_t len, const uint8_t **ctl,
+		      size_t *ctl_len)
+{
+	size_t off;
+	if (blob_tail(blob, len, &off, ctl_len))
+		return -EBADMSG;
+	*ctl = (const uint8_t *)blob + off;
+	return *ctl_len ? 0 : -ENOENT;
 }
 
 int rma__ofi_blob_parse(const void *blob, size_t len, const char **prov,
@@ -437,23 +500,20 @@ int rma__ofi_blob_parse(const void *blob, size_t len, const char **prov,
 			uint64_t *base, bool *has_key)
 {
 	const uint8_t *b = blob;
-	if (len < BLOB_HDR || b[0] != 1 || (b[1] & ~1u) || !b[2] || !b[3])
+	size_t co, cl;
+	if (blob_tail(b, len, &co, &cl))
 		return -EBADMSG;
 	size_t pl = b[2], fl = b[3], al = rma__le16(b + 4);
-	size_t need = BLOB_HDR + pl + fl + al + (b[1] ? 16 : 0);
-	if (!al || al > OFI_ADDR_MAX || pl >= OFI_NAME_MAX ||
-	    fl >= OFI_NAME_MAX || len != need)
-		return -EBADMSG;
 	*prov = (const char *)b + BLOB_HDR;
 	*prov_len = pl;
 	*fab = *prov + pl;
 	*fab_len = fl;
 	*addr = (const uint8_t *)*fab + fl;
 	*addr_len = al;
-	*has_key = b[1];
-	if (b[1]) {
-		*key = rma__le64(*addr + al);
-		*base = rma__le64(*addr + al + 8);
+	*has_key = b[1] & 1;
+	if (*has_key) {
+		*key = rma__le64(b + len - 16);
+		*base = rma__le64(b + len - 8);
 	}
 	return 0;
 }
@@ -472,8 +532,17 @@ static int ofi_ad_parse(const void *blob, size_t len, uint64_t core_key,
 	if (rma__ofi_blob_parse(blob, len, &prov, &pl, &fab, &fl, &addr, &al,
 				&key, &base, &has_key))
 		return -EBADMSG;
-	rk->key = has_key ? key : core_key;
-	rk->base = base;
+	/* An rma owner (a control address) is asked for the fabric key by the
+	 * core key, whatever else the token carries for plain initiators. */
+	const uint8_t *ctl;
+	size_t cl;
+	if (!has_key || rma__ofi_blob_ctl(blob, len, &ctl, &cl) == 0) {
+		rk->key = core_key;
+		rk->base = 0;
+	} else {
+		rk->key = key;
+		rk->base = base;
+	}
 	return 0;
 }
 

@@ -5,6 +5,9 @@
  *   mr.c     local registrations and one MR per grant
  *   peer.c   peers, each with an endpoint of its own; posting, completion
  *            queues, errors, abort and reset
+ *   ctl.c    the control connection: the shared setup handshake (secret,
+ *            engine id), a serving endpoint per authenticated initiator,
+ *            and the grants' fabric keys, handed out only over it
  *   raw.c    plain libfabric peers: their blobs, and the triple read out
  *            of an owner's blob for a plain initiator
  *   stub.c   built instead of the others when libfabric is missing
@@ -18,6 +21,7 @@
 
 /* transport.h first: libfabric defines container_of only if unset. */
 #include "transport/transport.h"
+#include "transport/setup.h"
 #include "util/util.h"
 
 #include <rdma/fabric.h>
@@ -34,6 +38,15 @@
 #define OFI_CQ_BATCH 16
 #define OFI_ABORT_GRACE_NS (20LL * 1000000) /* before a reset stops an abort */
 #define OFI_POLL_NS (200LL * 1000)          /* providers without a wait fd */
+#define OFI_SETUP_KIND 3                    /* setup.h kind: ofi's control */
+#define OFI_CTL_ADDR_MAX 19                 /* tcp-format address: v4 7, v6 19 */
+#define OFI_HANDSHAKE_NS (10LL * 1000000000) /* initiator: setup to WELCOME */
+#define OFI_SERVE_HS_NS (3LL * 1000000000)   /* owner: setup to done */
+#define OFI_MAX_CTL 4096                     /* owner: control connections */
+#define OFI_KEYS_MAX 1024                    /* initiator: keys kept per peer */
+#define OFI_IDLE_MAX 16                      /* owner: serving endpoints kept */
+
+struct ofi_ctl;
 
 /* One endpoint with its own completion queue and address vector: the
  * serving one of an instance, or one per peer.  Separately allocated so
@@ -54,12 +67,29 @@ struct ofi_ctx {
 	struct ofi_ctx *prev, *next;
 	struct ofi_peer *peer;
 	uint64_t op_id, len;
+	uint64_t core;           /* authed peers: the token's key */
+};
+
+/* A grant's fabric key as the owner told it (initiator side). */
+struct ofi_key {
+	uint64_t core;  /* the token's key */
+	uint64_t fkey;  /* the MR's key */
+	uint64_t base;  /* remote address of window offset 0 */
+	int state;      /* 1 known, 0 asked, -errno refused */
 };
 
 struct ofi_peer {
 	struct rma__peer base;
 	struct ofi_tr *ot;
 	struct ofi_peer *next;
+	struct ofi_ctl *ctl;     /* NULL: a raw peer (no control address) */
+	bool authed;             /* keys come over ctl, not from tokens */
+	uint64_t expect_id;      /* the engine id the advertisement named */
+	struct ofi_key *keys;
+	unsigned nkeys, capkeys;
+	bool moved;              /* the owner gave a new serving address */
+	uint8_t new_addr[OFI_ADDR_MAX];
+	size_t new_addr_len;
 	struct ofi_ep *oe;       /* NULL until first post or after a reset */
 	fi_addr_t fa;
 	uint8_t addr[OFI_ADDR_MAX];
@@ -75,12 +105,15 @@ struct ofi_peer {
 struct ofi_grant {
 	struct fid_mr *mr;
 	uint64_t key, base;
+	uint64_t core;           /* the grant's core key: what peers ask by */
+	struct ofi_grant *next;  /* on ofi_tr.grants */
 };
 
 struct ofi_tr {
 	struct rma__transport base;
 	struct rma_engine *e;
 	struct fi_info *info;
+	struct fi_info *serve_info; /* serving endpoints: small queues */
 	struct fid_fabric *fabric;
 	struct fid_domain *domain;
 	struct ofi_ep *serve;    /* the advertised endpoint (passive side) */
@@ -95,6 +128,20 @@ struct ofi_tr {
 	char prov_name[OFI_NAME_MAX], fabric_name[OFI_NAME_MAX];
 	uint8_t addr[OFI_ADDR_MAX];
 	size_t addr_len;
+	/* ctl.c: the control listener and what the handshake needs */
+	struct rma__watch lw;
+	uint8_t ctl_addr[OFI_CTL_ADDR_MAX];
+	size_t ctl_addr_len;
+	uint8_t key[16];         /* setup proof key, from the secret */
+	bool open;               /* no secret: tokens may carry fabric keys */
+	uint64_t engine_id;
+	struct ofi_ctl *served;  /* owner: accepted control connections */
+	struct ofi_ctl *idle;    /* owner: serving endpoints whose peer left */
+	unsigned nidle;
+	unsigned nserved;
+	struct ofi_grant *grants;
+	struct rma__refusals refusals;
+	struct rma__timer tick;  /* owner: handshake deadlines, refusal log */
 };
 
 /* ofi.c */
@@ -120,6 +167,30 @@ void rma__ofi_progress(struct rma__transport *t);
 int rma__ofi_arm(struct rma__transport *t);
 void rma__ofi_cq_drain(struct ofi_ep *oe);
 void rma__ofi_peers_fini(struct ofi_tr *ot);
+/* peer.c, for ctl.c */
+void rma__ofi_peer_up(struct ofi_peer *pe, const uint8_t *addr, size_t len);
+void rma__ofi_peer_lost(struct ofi_peer *pe, int err);
+void rma__ofi_peer_key(struct ofi_peer *pe, uint64_t core, int status,
+		       uint64_t fkey, uint64_t base);
+void rma__ofi_peer_moved(struct ofi_peer *pe, const uint8_t *addr, size_t len);
+
+/* ctl.c */
+int rma__ofi_ctl_listen(struct ofi_tr *ot, const char *at, const char *advertise);
+void rma__ofi_ctl_fini(struct ofi_tr *ot);
+int rma__ofi_ctl_connect(struct ofi_peer *pe, const uint8_t *ctl, size_t len);
+int rma__ofi_ctl_ask(struct ofi_ctl *c, uint64_t core);
+/* Initiator: read what the owner sent so far (notices of revoked keys
+ * come before the endpoint they ended). */
+void rma__ofi_ctl_poll(struct ofi_ctl *c);
+void rma__ofi_ctl_close(struct ofi_ctl *c);
+/* Owner: cut off every peer that was given this grant's key. */
+void rma__ofi_ctl_revoke(struct ofi_tr *ot, uint64_t core);
+void rma__ofi_ctl_progress(struct ofi_tr *ot);
+int rma__ofi_ctl_arm(struct ofi_tr *ot);
+/* The control address in a blob (flag 2), if any: 0, or -ENOENT. */
+int rma__ofi_blob_ctl(const void *blob, size_t len, const uint8_t **ctl,
+		      size_t *ctl_len);
+
 /* Blob fields both ofi.c and peer.c read. */
 int rma__ofi_blob_parse(const void *blob, size_t len, const char **prov,
 			size_t *prov_len, const char **fab, size_t *fab_len,

@@ -9,12 +9,29 @@
  * (a reset), which stops the provider touching any of its buffers, and
  * every chunk it held is reported.  The next post opens a fresh endpoint.
  * Other peers never notice.
+ *
+ * A peer of an rma owner first passes the handshake on a control
+ * connection (ctl.c): the owner's serving address for this peer and the
+ * grants' fabric keys come from there, asked for on a key's first use.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "transport/ofi/ofi.h"
+
+static struct ofi_key *key_find(struct ofi_peer *pe, uint64_t core);
+
+/* A failed chunk: if its grant was released, that is the reason it gets
+ * (however the provider reports a cut connection). */
+static int chunk_err(struct ofi_ctx *c, int err)
+{
+	struct ofi_key *k;
+	if (err < 0 && c->peer->authed &&
+	    (k = key_find(c->peer, c->core)) && k->state == -EKEYREJECTED)
+		return -EKEYREJECTED;
+	return err;
+}
 
 static void list_init(struct ofi_ctx *h)
 {
@@ -76,7 +93,7 @@ static void peer_reset(struct ofi_peer *pe, int err)
 		pe->oe = NULL;
 	}
 	while (pe->inflight.next != &pe->inflight)
-		ctx_done(pe->inflight.next, err);
+		ctx_done(pe->inflight.next, chunk_err(pe->inflight.next, err));
 }
 
 /* A completion error as the -errno its op gets.  The remote refusing a key
@@ -124,6 +141,11 @@ void rma__ofi_cq_drain(struct ofi_ep *oe)
 			const char *why = fi_cq_strerror(oe->cq, ee.prov_errno,
 							 ee.err_data, buf, sizeof buf);
 			int res = cq_errno(ee.err, ee.prov_errno);
+			/* Cut off by a release?  Its notice came first. */
+			if (res != -EKEYREJECTED && pe && pe->ctl && ee.op_context) {
+				rma__ofi_ctl_poll(pe->ctl);
+				res = chunk_err(ee.op_context, res);
+			}
 			rma__info("ofi: %s: transfer failed: %s (%d), provider: %s (%d)",
 				  oe->ot->base.spec, fi_strerror(ee.err), ee.err,
 				  why ? why : "", ee.prov_errno);
@@ -157,18 +179,25 @@ void rma__ofi_cq_drain(struct ofi_ep *oe)
 static void abort_timer(struct rma__timer *tm)
 {
 	struct ofi_peer *pe = container_of(tm, struct ofi_peer, abort_tm);
-	bool dead = pe->reset_due;
+	bool dead = pe->reset_due || pe->moved;
 	if (pe->oe)
 		rma__ofi_cq_drain(pe->oe);
 	for (struct ofi_ctx *c = pe->inflight.next; c != &pe->inflight && !dead;
 	     c = c->next)
 		dead = !rma__op_live(pe->ot->e, c->op_id);
+	if (pe->moved && pe->ctl)
+		rma__ofi_ctl_poll(pe->ctl); /* revocations before the move */
 	if (dead && pe->n)
 		peer_reset(pe, -ECONNRESET);
 	else if (dead && pe->oe) { /* nothing in flight: reopen lazily */
 		rma__ofi_ep_close(pe->oe);
 		pe->oe = NULL;
 		pe->reset_due = false;
+	}
+	if (pe->moved) { /* the next post opens an endpoint to the new one */
+		memcpy(pe->addr, pe->new_addr, pe->new_addr_len);
+		pe->addr_len = pe->new_addr_len;
+		pe->moved = false;
 	}
 }
 
@@ -177,8 +206,8 @@ int rma__ofi_connect(struct rma__transport *t, const void *blob, size_t len,
 {
 	struct ofi_tr *ot = container_of(t, struct ofi_tr, base);
 	const char *prov, *fab;
-	const uint8_t *addr;
-	size_t pl, fl, al;
+	const uint8_t *addr, *ctl;
+	size_t pl, fl, al, cl;
 	uint64_t key, base;
 	bool has_key;
 	struct ofi_peer *pe;
@@ -195,24 +224,132 @@ int rma__ofi_connect(struct rma__transport *t, const void *blob, size_t len,
 	if (!pe)
 		return -ENOMEM;
 	pe->ot = ot;
-	memcpy(pe->addr, addr, al);
-	pe->addr_len = al;
+	pe->expect_id = engine_id;
 	list_init(&pe->inflight);
 	pe->abort_tm.cb = abort_timer;
-	rc = peer_open(pe);
-	if (rc) {
-		free(pe);
-		return rc;
-	}
 	pe->base.max_msg = ot->max_msg;
 	pe->base.credits = ot->tx_size;
+	if (rma__ofi_blob_ctl(blob, len, &ctl, &cl) == 0) {
+		/* An rma owner: nothing reaches it before the handshake. */
+		pe->authed = true;
+		rc = rma__ofi_ctl_connect(pe, ctl, cl);
+		if (rc)
+			rma__peer_failed(&pe->base, rc);
+	} else {
+		/* A target without a control address: its token holds the
+		 * fabric key itself. */
+		memcpy(pe->addr, addr, al);
+		pe->addr_len = al;
+		rc = peer_open(pe);
+		if (rc) {
+			free(pe);
+			return rc;
+		}
+		/* RDM has no connect: the provider connects on first use (rxm
+		 * answers -EAGAIN meanwhile). */
+		rma__peer_ready(&pe->base);
+	}
 	pe->next = ot->peers;
 	ot->peers = pe;
-	/* RDM has no connect: the provider connects on first use (rxm
-	 * answers -EAGAIN meanwhile). */
-	rma__peer_ready(&pe->base);
 	*out = &pe->base;
 	return 0;
+}
+
+void rma__ofi_peer_up(struct ofi_peer *pe, const uint8_t *addr, size_t len)
+{
+	int rc;
+	memcpy(pe->addr, addr, len);
+	pe->addr_len = len;
+	rc = peer_open(pe);
+	if (rc) {
+		rma__ofi_peer_lost(pe, rc);
+		return;
+	}
+	rma__peer_ready(&pe->base);
+}
+
+/* The control connection is gone (or never came up): the owner is gone,
+ * refused us, or is another engine.  Every chunk in flight ends now, not
+ * at its deadline. */
+void rma__ofi_peer_lost(struct ofi_peer *pe, int err)
+{
+	if (pe->ctl) {
+		rma__ofi_ctl_close(pe->ctl);
+		pe->ctl = NULL;
+	}
+	rma__timer_cancel(pe->ot->e, &pe->abort_tm);
+	if (pe->oe && pe->n)
+		rma__ofi_cq_drain(pe->oe); /* take what has finished */
+	rma__timer_cancel(pe->ot->e, &pe->abort_tm);
+	peer_reset(pe, err);
+	rma__peer_failed(&pe->base, err);
+}
+
+static struct ofi_key *key_find(struct ofi_peer *pe, uint64_t core)
+{
+	for (unsigned i = 0; i < pe->nkeys; i++)
+		if (pe->keys[i].core == core)
+			return &pe->keys[i];
+	return NULL;
+}
+
+void rma__ofi_peer_key(struct ofi_peer *pe, uint64_t core, int status,
+		       uint64_t fkey, uint64_t base)
+{
+	struct ofi_key *k = key_find(pe, core);
+	/* Not asked (or dropped meanwhile: asked again on use), or known and
+	 * this is not a revocation. */
+	if (!k || (k->state != 0 && status == 0))
+		return;
+	k->state = status ? status : 1;
+	k->fkey = fkey;
+	k->base = base;
+	rma__peer_kick(&pe->base);
+}
+
+void rma__ofi_peer_moved(struct ofi_peer *pe, const uint8_t *addr, size_t len)
+{
+	memcpy(pe->new_addr, addr, len);
+	pe->new_addr_len = len;
+	pe->moved = true;
+	/* Not here: this may run inside a drain of the endpoint to close. */
+	rma__timer_arm(pe->ot->e, &pe->abort_tm, 0);
+}
+
+/* The fabric key and base for a token's core key: 0, -EAGAIN (asked; the
+ * answer kicks the peer) or -errno. */
+static int key_get(struct ofi_peer *pe, uint64_t core, struct ofi_key **out)
+{
+	struct ofi_key *k = key_find(pe, core);
+	int rc;
+	if (k) {
+		*out = k;
+		return k->state > 0 ? 0 : k->state == 0 ? -EAGAIN : k->state;
+	}
+	if (!pe->ctl)
+		return -ECONNRESET;
+	if (pe->nkeys == OFI_KEYS_MAX) {
+		/* Full: forget the settled ones; they are asked for again. */
+		unsigned j = 0;
+		for (unsigned i = 0; i < pe->nkeys; i++)
+			if (pe->keys[i].state == 0)
+				pe->keys[j++] = pe->keys[i];
+		pe->nkeys = j;
+		if (j == OFI_KEYS_MAX)
+			return -EAGAIN;
+	}
+	if (pe->nkeys == pe->capkeys) {
+		unsigned cap = pe->capkeys ? 2 * pe->capkeys : 8;
+		struct ofi_key *n = realloc(pe->keys, cap * sizeof *n);
+		if (!n)
+			return -ENOMEM;
+		pe->keys = n;
+		pe->capkeys = cap;
+	}
+	if ((rc = rma__ofi_ctl_ask(pe->ctl, core)))
+		return rc;
+	pe->keys[pe->nkeys++] = (struct ofi_key){ .core = core };
+	return -EAGAIN;
 }
 
 void rma__ofi_disconnect(struct rma__peer *p, int err)
@@ -230,6 +367,9 @@ void rma__ofi_disconnect(struct rma__peer *p, int err)
 		rma__ofi_cq_drain(pe->oe); /* take what has finished */
 	rma__timer_cancel(ot->e, &pe->abort_tm);
 	peer_reset(pe, err);
+	if (pe->ctl)
+		rma__ofi_ctl_close(pe->ctl);
+	free(pe->keys);
 	free(pe);
 }
 
@@ -241,20 +381,31 @@ int rma__ofi_post(struct rma__peer *p, const struct rma__xfer *x)
 	ssize_t rc;
 	int err;
 
-	if (pe->reset_due)
+	uint64_t rkey = x->rk->key, raddr = x->raddr;
+	if (pe->reset_due || pe->moved)
 		return -EAGAIN; /* the reset timer runs this round */
+	if (pe->authed) {
+		/* The token names the grant by its core key; the owner told
+		 * us (and only after the handshake) its fabric key. */
+		struct ofi_key *k;
+		if ((err = key_get(pe, rkey, &k)))
+			return err;
+		rkey = k->fkey;
+		raddr = k->base + (x->raddr - x->rk->base);
+	}
 	if (!pe->oe && (err = peer_open(pe)))
 		return err;
 	c = ctx_get(ot);
 	if (!c)
 		return -ENOMEM;
 	c->peer = pe;
+	c->core = x->rk->key;
 	c->op_id = x->op_id;
 	c->len = x->len;
 	void *desc = x->ldesc ? fi_mr_desc(x->ldesc) : NULL;
 	if (x->kind == RMA_OP_PUT) {
 		struct iovec iov = { x->laddr, x->len };
-		struct fi_rma_iov riov = { x->raddr, x->len, x->rk->key };
+		struct fi_rma_iov riov = { raddr, x->len, rkey };
 		struct fi_msg_rma m = {
 			.msg_iov = &iov, .desc = &desc, .iov_count = 1,
 			.addr = pe->fa, .rma_iov = &riov, .rma_iov_count = 1,
@@ -263,8 +414,8 @@ int rma__ofi_post(struct rma__peer *p, const struct rma__xfer *x)
 		/* Completion means the bytes are in the target's memory. */
 		rc = fi_writemsg(pe->oe->ep, &m, FI_DELIVERY_COMPLETE | FI_COMPLETION);
 	} else {
-		rc = fi_read(pe->oe->ep, x->laddr, x->len, desc, pe->fa, x->raddr,
-			     x->rk->key, &c->fctx);
+		rc = fi_read(pe->oe->ep, x->laddr, x->len, desc, pe->fa, raddr,
+			     rkey, &c->fctx);
 	}
 	if (rc == 0) {
 		c->prev = pe->inflight.prev;
@@ -282,7 +433,8 @@ int rma__ofi_post(struct rma__peer *p, const struct rma__xfer *x)
 		return -EAGAIN;
 	}
 	err = cq_errno((int)-rc, 0);
-	if (err == -ECONNRESET) {
+	/* sockets: -FI_ENOENT when its connection to the owner failed */
+	if (err == -ECONNRESET || (rc == -FI_ENOENT && pe->authed)) {
 		/* The connection is gone: a new endpoint connects afresh. */
 		pe->reset_due = true;
 		rma__timer_arm(ot->e, &pe->abort_tm, 0);
@@ -315,6 +467,7 @@ void rma__ofi_progress(struct rma__transport *t)
 	/* The passive side too: manual-progress providers connect and serve
 	 * only while their queue is read. */
 	rma__ofi_cq_drain(ot->serve);
+	rma__ofi_ctl_progress(ot);
 	for (struct ofi_peer *pe = ot->peers; pe; pe = pe->next)
 		if (pe->oe)
 			rma__ofi_cq_drain(pe->oe);
@@ -327,7 +480,7 @@ int rma__ofi_arm(struct rma__transport *t)
 	if (!ot->wait_fd)
 		return 0; /* polled every poll_ns */
 	f = &ot->serve->cq->fid;
-	if (fi_trywait(ot->fabric, &f, 1))
+	if (fi_trywait(ot->fabric, &f, 1) || rma__ofi_ctl_arm(ot))
 		return -EAGAIN;
 	for (struct ofi_peer *pe = ot->peers; pe; pe = pe->next) {
 		if (!pe->oe)
