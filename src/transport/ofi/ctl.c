@@ -455,37 +455,16 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 
 int rma__ofi_ctl_listen(struct ofi_tr *ot, const char *at, const char *advertise)
 {
-	struct sockaddr_storage sa, adv;
-	socklen_t len;
-	int fd, one = 1, rc;
+	int fd, rc;
 
 	ot->lw.fd = -1;
 	ot->tick.cb = tick_cb;
 	ot->refusals.who = "ofi";
 	ot->refusals.interval_ns = 10 * 1000000000LL;
-	rc = rma__tcp_parse_hostport(at, &sa, &len);
-	if (rc) {
-		rma__err("ofi: cannot parse control address '%s' (want HOST:PORT)", at);
-		return rc;
-	}
-	fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = rma__tcp_listen("ofi", at, advertise, 1024, ot->ctl_addr,
+			     &ot->ctl_addr_len);
 	if (fd < 0)
-		return -errno;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	if (bind(fd, (struct sockaddr *)&sa, len) || listen(fd, 1024)) {
-		rc = -errno;
-		rma__err("ofi: cannot listen on %s: %s", at, strerror(errno));
-		close(fd);
-		return rc;
-	}
-	len = sizeof sa;
-	getsockname(fd, (struct sockaddr *)&sa, &len);
-	rc = rma__tcp_advertised(&sa, advertise, &adv);
-	if (rc) {
-		close(fd);
-		return rc;
-	}
-	ot->ctl_addr_len = rma__tcp_blob_from_sa(&adv, ot->ctl_addr);
+		return fd;
 	ot->lw.fd = fd;
 	ot->lw.cb = accept_cb;
 	rc = rma__watch_add(ot->e, &ot->lw, EPOLLIN);

@@ -10,6 +10,7 @@
 #include <netinet/tcp.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "transport/tcp/tcp.h"
 
@@ -235,4 +236,37 @@ void rma__tcp_tune_socket(int fd)
 	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
 	setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, sizeof ut);
 	/* Large buffers come only after authentication (limits.c). */
+}
+
+int rma__tcp_listen(const char *who, const char *at, const char *advertise,
+		    int backlog, uint8_t *blob, size_t *blob_len)
+{
+	struct sockaddr_storage sa, adv;
+	socklen_t len;
+	int fd, one = 1, rc;
+
+	rc = rma__tcp_parse_hostport(at, &sa, &len);
+	if (rc) {
+		rma__err("%s: cannot parse listen address '%s' (want HOST:PORT)", who, at);
+		return rc;
+	}
+	fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (bind(fd, (struct sockaddr *)&sa, len) || listen(fd, backlog)) {
+		rc = -errno;
+		rma__err("%s: cannot listen on %s: %s", who, at, strerror(errno));
+		close(fd);
+		return rc;
+	}
+	len = sizeof sa;
+	getsockname(fd, (struct sockaddr *)&sa, &len);
+	rc = rma__tcp_advertised(&sa, advertise, &adv);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	*blob_len = rma__tcp_blob_from_sa(&adv, blob);
+	return fd;
 }

@@ -111,21 +111,14 @@ static int tcp_init(struct rma_engine *e, const struct rma__topts *o,
 	const char *listen_at = rma__topt(o, "listen");
 	const char *advertise = rma__topt(o, "advertise");
 	unsigned long stripes = p->stripes;
-	struct sockaddr_storage sa;
-	socklen_t len;
 	struct tcp_tr *tt;
-	int fd, one = 1, rc;
+	int fd, rc;
 
 	if (!listen_at)
 		listen_at = p->listen;
 	rc = rma__topt_uint(o, "stripes", 1, 64, &stripes);
 	if (rc < 0)
 		return rc;
-	rc = rma__tcp_parse_hostport(listen_at, &sa, &len);
-	if (rc) {
-		rma__err("tcp: cannot parse listen address '%s' (want HOST:PORT)", listen_at);
-		return rc;
-	}
 	tt = calloc(1, sizeof *tt);
 	if (!tt)
 		return -ENOMEM;
@@ -141,27 +134,12 @@ static int tcp_init(struct rma_engine *e, const struct rma__topts *o,
 	}
 	tt->refusals.who = "tcp";
 	tt->refusals.interval_ns = 10LL * 1000000000;
-	fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = rma__tcp_listen("tcp", listen_at, advertise ? advertise : p->advertise,
+			     4096, tt->blob, &tt->blob_len);
 	if (fd < 0) {
-		rc = -errno;
+		rc = fd;
 		goto fail;
 	}
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	if (bind(fd, (struct sockaddr *)&sa, len) || listen(fd, 4096)) {
-		rc = -errno;
-		rma__err("tcp: cannot listen on %s: %s", listen_at, strerror(errno));
-		close(fd);
-		goto fail;
-	}
-	len = sizeof sa;
-	getsockname(fd, (struct sockaddr *)&sa, &len);
-	struct sockaddr_storage adv;
-	rc = rma__tcp_advertised(&sa, advertise ? advertise : p->advertise, &adv);
-	if (rc) {
-		close(fd);
-		goto fail;
-	}
-	tt->blob_len = rma__tcp_blob_from_sa(&adv, tt->blob);
 	tt->lw.fd = fd;
 	tt->lw.cb = accept_cb;
 	rc = rma__watch_add(e, &tt->lw, EPOLLIN);

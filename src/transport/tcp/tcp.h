@@ -161,6 +161,11 @@ int rma__tcp_parse_hostport(const char *s, struct sockaddr_storage *sa,
 int rma__tcp_advertised(const struct sockaddr_storage *bound,
 			const char *advertise, struct sockaddr_storage *out);
 size_t rma__tcp_blob_from_sa(const struct sockaddr_storage *sa, uint8_t *b);
+/* A non-blocking socket listening on `at` (HOST:PORT), and in blob the
+ * address peers should connect to (rma__tcp_advertised; 19 bytes at most).
+ * Returns the fd, or -errno (logged as `who`'s). */
+int rma__tcp_listen(const char *who, const char *at, const char *advertise,
+		    int backlog, uint8_t *blob, size_t *blob_len);
 int rma__tcp_sa_from_blob(const uint8_t *b, size_t n,
 			  struct sockaddr_storage *sa, socklen_t *len);
 void rma__tcp_tune_socket(int fd);

@@ -331,35 +331,12 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 
 int rma__verbs_ctl_listen(struct vb_tr *vt, const char *at, const char *advertise)
 {
-	struct sockaddr_storage sa, adv;
-	socklen_t len;
-	int fd, one = 1, rc;
+	int fd, rc;
 
-	if (!at)
-		at = "127.0.0.1:0";
-	rc = rma__tcp_parse_hostport(at, &sa, &len);
-	if (rc) {
-		rma__err("verbs: cannot parse listen address '%s' (want HOST:PORT)", at);
-		return rc;
-	}
-	fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = rma__tcp_listen("verbs", at ? at : "127.0.0.1:0", advertise, 1024,
+			     vt->addr, &vt->addr_len);
 	if (fd < 0)
-		return -errno;
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	if (bind(fd, (struct sockaddr *)&sa, len) || listen(fd, 1024)) {
-		rc = -errno;
-		rma__err("verbs: cannot listen on %s: %s", at, strerror(errno));
-		close(fd);
-		return rc;
-	}
-	len = sizeof sa;
-	getsockname(fd, (struct sockaddr *)&sa, &len);
-	rc = rma__tcp_advertised(&sa, advertise, &adv);
-	if (rc) {
-		close(fd);
-		return rc;
-	}
-	vt->addr_len = rma__tcp_blob_from_sa(&adv, vt->addr);
+		return fd;
 	vt->lw.fd = fd;
 	vt->lw.cb = accept_cb;
 	rc = rma__watch_add(vt->e, &vt->lw, EPOLLIN);
