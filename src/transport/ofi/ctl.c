@@ -506,15 +506,9 @@ int rma__ofi_ctl_connect(struct ofi_peer *pe, const uint8_t *ctl, size_t len)
 
 	if (rma__tcp_sa_from_blob(ctl, len, &sa, &sl))
 		return -EBADMSG;
-	fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = rma__tcp_dial(&sa, sl);
 	if (fd < 0)
-		return -errno;
-	rma__tcp_tune_socket(fd);
-	if (connect(fd, (struct sockaddr *)&sa, sl) && errno != EINPROGRESS) {
-		rc = -errno;
-		close(fd);
-		return rc;
-	}
+		return fd;
 	c = ctl_new(pe->ot, fd);
 	if (!c) {
 		close(fd);

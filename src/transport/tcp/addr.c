@@ -270,3 +270,18 @@ int rma__tcp_listen(const char *who, const char *at, const char *advertise,
 	*blob_len = rma__tcp_blob_from_sa(&adv, blob);
 	return fd;
 }
+
+int rma__tcp_dial(const struct sockaddr_storage *sa, socklen_t len)
+{
+	int fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -errno;
+	rma__tcp_tune_socket(fd);
+	if (connect(fd, (const struct sockaddr *)sa, len) && errno != EINPROGRESS) {
+		int rc = -errno;
+		close(fd);
+		return rc;
+	}
+	return fd;
+}

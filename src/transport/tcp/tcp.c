@@ -191,17 +191,11 @@ static int tcp_ad_parse(const void *blob, size_t len, uint64_t core_key,
 int rma__tcp_conn_start(struct tcp_peer *p)
 {
 	struct tcp_tr *tt = p->tt;
-	int fd = socket(p->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int fd = rma__tcp_dial(&p->sa, p->salen);
 	struct conn *c;
 
 	if (fd < 0)
-		return -errno;
-	rma__tcp_tune_socket(fd);
-	if (connect(fd, (struct sockaddr *)&p->sa, p->salen) && errno != EINPROGRESS) {
-		int rc = -errno;
-		close(fd);
-		return rc;
-	}
+		return fd;
 	/* Room for the peer's whole window plus dropped entries. */
 	c = rma__tcp_conn_new(tt, fd, tt->depth * 2);
 	if (!c) {

@@ -169,6 +169,9 @@ int rma__tcp_listen(const char *who, const char *at, const char *advertise,
 int rma__tcp_sa_from_blob(const uint8_t *b, size_t n,
 			  struct sockaddr_storage *sa, socklen_t *len);
 void rma__tcp_tune_socket(int fd);
+/* A non-blocking, tuned socket connecting to sa (writable once connected).
+ * Returns the fd, or -errno. */
+int rma__tcp_dial(const struct sockaddr_storage *sa, socklen_t len);
 
 /* handshake.c */
 int rma__tcp_hs_begin(struct conn *c);

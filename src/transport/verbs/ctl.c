@@ -351,15 +351,9 @@ int rma__verbs_ctl_connect(struct vb_peer *p)
 	struct vb_ctl *c;
 	int fd, rc;
 
-	fd = socket(p->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = rma__tcp_dial(&p->sa, p->salen);
 	if (fd < 0)
-		return -errno;
-	rma__tcp_tune_socket(fd);
-	if (connect(fd, (struct sockaddr *)&p->sa, p->salen) && errno != EINPROGRESS) {
-		rc = -errno;
-		close(fd);
-		return rc;
-	}
+		return fd;
 	c = ctl_new(vt, fd);
 	if (!c) {
 		close(fd);
