@@ -205,8 +205,10 @@ struct rma_engine {
 	struct rma__watch wake_watch;
 	pthread_t thread;
 	bool has_thread, stop, shut;
-	unsigned waiters;       /* threads driving progress in rma_submit */
-	pthread_cond_t pt_cv;   /* the progress thread sleeps here meanwhile */
+	unsigned waiters;       /* threads driving progress in rma_submit (atomic reads) */
+	int64_t waiter_left;    /* when the last of them left (atomic) */
+	pthread_mutex_t park_mu; /* the progress thread parks under this, not mu: */
+	pthread_cond_t pt_cv;   /* its periodic look never blocks a driving caller */
 	int64_t last_activity;
 	int64_t poll_until;      /* when the thread's epoll_wait times out; 0: not asleep */
 	int64_t poll_lease;      /* rma_poll callers drive progress until then (atomic) */
@@ -284,6 +286,7 @@ int rma__progress_start(struct rma_engine *e);
 void rma__progress_stop(struct rma_engine *e);
 int rma__progress_once(struct rma_engine *e, int timeout_ms);
 void rma__wake(struct rma_engine *e);
+void rma__unpark(struct rma_engine *e); /* a parked progress thread looks again */
 void rma__retime(struct rma_engine *e);
 void rma__deliver_callbacks(struct rma_engine *e);
 

@@ -139,6 +139,7 @@ static void engine_free(struct rma_engine *e)
 	pthread_mutex_destroy(&e->mu);
 	pthread_cond_destroy(&e->done_cv);
 	pthread_cond_destroy(&e->pt_cv);
+	pthread_mutex_destroy(&e->park_mu);
 	free(e);
 }
 
@@ -187,6 +188,7 @@ RMA_EXPORT int rma_engine_create(const struct rma_config *cfg, rma_engine **out)
 	}
 	cond_init(&e->done_cv);
 	cond_init(&e->pt_cv);
+	pthread_mutex_init(&e->park_mu, NULL);
 
 	rc = rma__config_resolve(cfg, &e->cfg);
 	if (rc)

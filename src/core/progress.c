@@ -18,7 +18,8 @@
 
 #include "core/core.h"
 
-#define PARK_NS 200000 /* how soon the thread resumes after the last waiter */
+#define PARK_NS 1000000      /* a parked thread's first look */
+#define PARK_MAX_NS 10000000 /* the longest it sleeps without a look */
 
 int rma__watch_add(struct rma_engine *e, struct rma__watch *w, uint32_t events)
 {
@@ -171,38 +172,77 @@ static int sleep_ms(struct rma_engine *e)
 	return (int)ms;
 }
 
+/* Someone else drives progress: a waiter in rma__wait_until (or one that
+ * left within PARK_NS: a loop of rma_submit is between two calls), or an
+ * rma_poll caller whose lease is current. */
+static bool driven(struct rma_engine *e, int64_t *lease)
+{
+	int64_t now = rma__now_ns();
+	*lease = __atomic_load_n(&e->poll_lease, __ATOMIC_RELAXED);
+	return __atomic_load_n(&e->waiters, __ATOMIC_RELAXED) || *lease > now ||
+	       now - __atomic_load_n(&e->waiter_left, __ATOMIC_RELAXED) < PARK_NS;
+}
+
+/*
+ * Stand aside while a caller drives progress.  Sleep on park_mu, not mu:
+ * taking mu to look would make a spinning caller wait for this thread.
+ * Each look is a wake-up that takes a core from a spinning caller for tens
+ * of microseconds, the tail of its latency: so a waiter leaves without
+ * waking us (a loop of rma_submit keeps the cores) unless it leaves work
+ * that nobody drives, and we look after PARK_NS, then ever less often, up
+ * to PARK_MAX_NS, while callers keep driving.  Between two waits of such
+ * a loop, a look also serves what arrived (peers' requests) with one
+ * round.  A poller's lease is looked at when it ends.
+ */
+static void park(struct rma_engine *e)
+{
+	int64_t lease, wait = PARK_NS;
+
+	pthread_mutex_lock(&e->park_mu);
+	while (!__atomic_load_n(&e->stop, __ATOMIC_RELAXED) && driven(e, &lease)) {
+		bool waiter = __atomic_load_n(&e->waiters, __ATOMIC_RELAXED) ||
+			      lease < __atomic_load_n(&e->waiter_left, __ATOMIC_RELAXED);
+		int64_t until = rma__now_ns() + wait;
+		if (!waiter && lease < until)
+			until = lease; /* only a poller drives */
+		else
+			wait = RMA_MIN(2 * wait, PARK_MAX_NS);
+		struct timespec ts = {(time_t)(until / 1000000000),
+				      (long)(until % 1000000000)};
+		if (pthread_cond_timedwait(&e->pt_cv, &e->park_mu, &ts) == ETIMEDOUT &&
+		    !__atomic_load_n(&e->waiters, __ATOMIC_RELAXED) &&
+		    __atomic_load_n(&e->poll_lease, __ATOMIC_RELAXED) < rma__now_ns()) {
+			pthread_mutex_unlock(&e->park_mu);
+			rma__progress_once(e, 0);
+			pthread_mutex_lock(&e->park_mu);
+		}
+	}
+	pthread_mutex_unlock(&e->park_mu);
+}
+
+/* Wake a parked progress thread: the last waiter left work behind or went
+ * to sleep, or shutdown. */
+void rma__unpark(struct rma_engine *e)
+{
+	pthread_mutex_lock(&e->park_mu);
+	pthread_cond_broadcast(&e->pt_cv);
+	pthread_mutex_unlock(&e->park_mu);
+}
+
 static void *thread_main(void *arg)
 {
 	struct rma_engine *e = arg;
+	int64_t lease;
 
 	pthread_mutex_lock(&e->mu);
 	while (!e->stop) {
-		if (e->waiters) {
-			/* Waiters drive progress; look again every PARK_NS
-			 * (they leave without waking us). */
-			while (e->waiters && !e->stop) {
-				struct timespec ts;
-				clock_gettime(CLOCK_MONOTONIC, &ts);
-				ts.tv_nsec += PARK_NS;
-				if (ts.tv_nsec >= 1000000000) {
-					ts.tv_sec++;
-					ts.tv_nsec -= 1000000000;
-				}
-				pthread_cond_timedwait(&e->pt_cv, &e->mu, &ts);
-			}
+		if (driven(e, &lease)) {
+			pthread_mutex_unlock(&e->mu);
+			park(e);
+			pthread_mutex_lock(&e->mu);
 			/* Back on duty: sleep in epoll rather than spin, so a
 			 * caller about to wait again keeps the cores. */
 			e->last_activity = 0;
-		}
-		if (e->stop)
-			break;
-		int64_t lease = __atomic_load_n(&e->poll_lease, __ATOMIC_RELAXED);
-		if (lease > rma__now_ns()) {
-			/* A caller polls and drives progress: stand aside until
-			 * its lease runs out (it renews it each empty poll). */
-			struct timespec ts = {(time_t)(lease / 1000000000),
-					      (long)(lease % 1000000000)};
-			pthread_cond_timedwait(&e->pt_cv, &e->mu, &ts);
 			continue;
 		}
 		int timeout = sleep_ms(e);
@@ -234,9 +274,9 @@ void rma__progress_stop(struct rma_engine *e)
 	if (!e->has_thread)
 		return;
 	pthread_mutex_lock(&e->mu);
-	e->stop = true;
-	pthread_cond_broadcast(&e->pt_cv);
+	__atomic_store_n(&e->stop, true, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&e->mu);
+	rma__unpark(e);
 	rma__wake(e);
 	pthread_join(e->thread, NULL);
 	e->has_thread = false;

@@ -28,7 +28,7 @@ void rma__wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
 	int64_t spin_until = rma__now_ns() + (int64_t)e->cfg.spin_us * 1000;
 
 	nested_waits++;
-	e->waiters++;
+	__atomic_add_fetch(&e->waiters, 1, __ATOMIC_RELAXED);
 	while (!done(arg)) {
 		int64_t now = rma__now_ns();
 		if (deadline && now >= deadline)
@@ -47,14 +47,17 @@ void rma__wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
 			int64_t ns = ts.tv_nsec + (until - now);
 			ts.tv_sec += ns / 1000000000;
 			ts.tv_nsec = ns % 1000000000;
-			if (--e->waiters == 0)
-				pthread_cond_broadcast(&e->pt_cv);
+			if (__atomic_sub_fetch(&e->waiters, 1, __ATOMIC_RELAXED) == 0) {
+				/* Nobody drives now: the thread, at once. */
+				__atomic_store_n(&e->waiter_left, 0, __ATOMIC_RELAXED);
+				rma__unpark(e);
+			}
 			rma__retime(e); /* our deadlines are the thread's now */
 			if (e->pump && e->backlog) /* and our pending posts
 						    * (no fd tells it) */
 				rma__wake(e);
 			pthread_cond_timedwait(&e->done_cv, &e->mu, &ts);
-			e->waiters++;
+			__atomic_add_fetch(&e->waiters, 1, __ATOMIC_RELAXED);
 			continue;
 		}
 		int timeout = 0;
@@ -75,9 +78,16 @@ void rma__wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
 			sched_yield(); /* spinning: let a thread sharing our core run */
 		pthread_mutex_lock(&e->mu);
 	}
-	/* The progress thread notices on its own within PARK_NS: waking it
-	 * here would put it on a core right when the caller wants both. */
-	e->waiters--;
+	/* A parked progress thread looks again on its own, within
+	 * milliseconds: waking it here would put it on a core right when a
+	 * caller in a loop wants both.  Unless work is left that nobody
+	 * drives now: ops in flight, callbacks to deliver. */
+	__atomic_store_n(&e->waiter_left, rma__now_ns(), __ATOMIC_RELAXED);
+	if (__atomic_sub_fetch(&e->waiters, 1, __ATOMIC_RELAXED) == 0 &&
+	    e->has_thread && (e->live || (e->cb && e->cq_count))) {
+		__atomic_store_n(&e->waiter_left, 0, __ATOMIC_RELAXED);
+		rma__unpark(e);
+	}
 	nested_waits--;
 }
 
