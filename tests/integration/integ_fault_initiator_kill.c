@@ -64,6 +64,47 @@ static int initiator(void *arg, int in, int out)
 	return 0;
 }
 
+/* Cycles [from, from + n): an initiator posts a batch and is killed. */
+static void run_cycles(struct child_arg *a, uint64_t *seed, unsigned from,
+		       unsigned n)
+{
+	for (unsigned i = from; i < from + n; i++) {
+		int to, fd;
+		char line[64];
+		a->cycle = i;
+		pid_t pid = test_fork(initiator, a, &to, &fd);
+		int got = test_recv_line(fd, line, sizeof line, 20000);
+		CHECKF(got > 0 && !strcmp(line, "posted"),
+		       "cycle %u: initiator did not post (%s)", i,
+		       got > 0 ? line : got == 0 ? "exited" : "no answer in 20 s");
+		/* 0-3 ms in: a 16 MiB batch is still on the wire */
+		test_sleep_ms((int)test_rand_range(seed, 0, 3));
+		CHECK(kill(pid, SIGKILL) == 0);
+		int st = test_reap(pid, 5000);
+		CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+		       "cycle %u: initiator ended otherwise (0x%x)", i, st);
+		close(to);
+		close(fd);
+	}
+}
+
+/* The target's heap once it is within slack of base, or after 20 s: a
+ * provider may free a dead peer's connection state a while after its
+ * socket closed (seconds on a loaded host); a leak never comes back down. */
+static long heap_settled(struct target *t, long base, long slack)
+{
+	char rep[64];
+	long heap = 0;
+	for (int64_t end = test_now_ms() + 20000; test_now_ms() < end;
+	     test_sleep_ms(200)) {
+		target_cmd(t, rep, sizeof rep, "heap");
+		heap = atol(rep);
+		if (heap - base < slack)
+			break;
+	}
+	return heap;
+}
+
 int main(int argc, char **argv)
 {
 	test_watchdog(170);
@@ -78,38 +119,19 @@ int main(int argc, char **argv)
 	target_token(&t, "ro", 0, 0, 0, a.ro, sizeof a.ro);
 	uint32_t ro_crc = target_crc(&t, "ro", 0, TARGET_SMALL);
 
-	int fds0 = 0;
-	long rss0 = 0, heap0 = -1;
+	long heap0 = -1;
 	char rep[64];
+	run_cycles(&a, &seed, 0, WARMUP);
+	/* the warm-up connections are gone once the count settles */
+	test_sleep_ms(500);
+	int fds0 = fault_fds(t.pid);
+	long rss0 = fault_rss_kb(t.pid);
+	if (!target_try(&t, rep, sizeof rep, "heap"))
+		heap0 = atol(rep);
+	printf("before: target fds %d, VmRSS %ld KiB, heap %ld B\n", fds0, rss0,
+	       heap0);
 	int64_t t0 = test_now_ms();
-	for (unsigned i = 0; i < WARMUP + CYCLES; i++) {
-		if (i == WARMUP) {
-			/* the warm-up connections are gone once the count settles */
-			test_sleep_ms(500);
-			fds0 = fault_fds(t.pid);
-			rss0 = fault_rss_kb(t.pid);
-			if (!target_try(&t, rep, sizeof rep, "heap"))
-				heap0 = atol(rep);
-			printf("before: target fds %d, VmRSS %ld KiB, heap %ld B\n",
-			       fds0, rss0, heap0);
-		}
-		int to, from;
-		char line[64];
-		a.cycle = i;
-		pid_t pid = test_fork(initiator, &a, &to, &from);
-		int n = test_recv_line(from, line, sizeof line, 20000);
-		CHECKF(n > 0 && !strcmp(line, "posted"),
-		       "cycle %u: initiator did not post (%s)", i,
-		       n > 0 ? line : n == 0 ? "exited" : "no answer in 20 s");
-		/* 0-3 ms in: a 16 MiB batch is still on the wire */
-		test_sleep_ms((int)test_rand_range(&seed, 0, 3));
-		CHECK(kill(pid, SIGKILL) == 0);
-		int st = test_reap(pid, 5000);
-		CHECKF(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
-		       "cycle %u: initiator ended otherwise (0x%x)", i, st);
-		close(to);
-		close(from);
-	}
+	run_cycles(&a, &seed, WARMUP, CYCLES);
 	printf("%d cycles in %lld ms\n", CYCLES, (long long)(test_now_ms() - t0));
 
 	/* The target notices each close in its own time: allow seconds. */
@@ -126,20 +148,20 @@ int main(int argc, char **argv)
 	CHECKF(rss1 - rss0 < RSS_SLACK_KB, "target VmRSS grew by %ld KiB",
 	       rss1 - rss0);
 	if (heap0 >= 0) {
-		/* Likewise the heap: a provider may free a dead peer's
-		 * connection state a while after its socket closed (seconds on
-		 * a loaded host); a leak never comes back down. */
-		long heap1 = 0;
-		for (int64_t end = test_now_ms() + 20000; test_now_ms() < end;
-		     test_sleep_ms(200)) {
-			target_cmd(&t, rep, sizeof rep, "heap");
-			heap1 = atol(rep);
-			if (heap1 - heap0 < HEAP_SLACK)
-				break;
-		}
+		long heap1 = heap_settled(&t, heap0, HEAP_SLACK);
 		printf("after: target heap %ld B (%+ld)\n", heap1, heap1 - heap0);
-		CHECKF(heap1 - heap0 < HEAP_SLACK, "target heap grew by %ld B "
-		       "over %d dead peers", heap1 - heap0, CYCLES);
+		if (heap1 - heap0 >= HEAP_SLACK) {
+			/* A provider may grow a pool once under load (libfabric's
+			 * tcp, by about 460 KB): a leak grows again, at the same
+			 * rate per dead peer, over more cycles; that does not. */
+			run_cycles(&a, &seed, WARMUP + CYCLES, CYCLES / 2);
+			long heap2 = heap_settled(&t, heap1, HEAP_SLACK / 2);
+			printf("after %d more: target heap %ld B (%+ld)\n",
+			       CYCLES / 2, heap2, heap2 - heap1);
+			CHECKF(heap2 - heap1 < HEAP_SLACK / 2, "target heap grew by "
+			       "%ld B over %d dead peers, then %ld B over %d more",
+			       heap1 - heap0, CYCLES, heap2 - heap1, CYCLES / 2);
+		}
 	}
 
 	/* It still serves, and nothing wrote to its read-only region. */

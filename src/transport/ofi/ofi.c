@@ -171,12 +171,15 @@ static void cq_cb(struct rma__watch *w, uint32_t ev)
 {
 	struct ofi_ep *oe = container_of(w, struct ofi_ep, w);
 	struct fid *f = &oe->cq->fid;
-	rma__ofi_cq_drain(oe);
 	/* The wait fd stays readable until fi_trywait resets its signal:
 	 * without this the (level-triggered) watch fires in every round and
-	 * the progress thread never sleeps.  -FI_EAGAIN: more is queued, and
-	 * the fd rightly stays readable. */
-	fi_trywait(oe->ot->fabric, &f, 1);
+	 * no caller sleeping in epoll ever does.  But not right after
+	 * completions: a caller waits for them, and the reset's system calls
+	 * would come before it sees them; the next round, finding the queue
+	 * empty, resets it.  -FI_EAGAIN: more is queued, and the fd rightly
+	 * stays readable. */
+	if (rma__ofi_cq_drain(oe) == 0)
+		fi_trywait(oe->ot->fabric, &f, 1);
 }
 
 static void ep_release(struct rma__watch *w)

@@ -165,7 +165,7 @@ int rma__ofi_post(struct rma__peer *p, const struct rma__xfer *x);
 int rma__ofi_abort(struct rma__peer *p, uint64_t op_id, int err);
 void rma__ofi_progress(struct rma__transport *t);
 int rma__ofi_arm(struct rma__transport *t);
-void rma__ofi_cq_drain(struct ofi_ep *oe);
+int rma__ofi_cq_drain(struct ofi_ep *oe); /* entries taken */
 void rma__ofi_peers_fini(struct ofi_tr *ot);
 /* peer.c, for ctl.c */
 void rma__ofi_peer_up(struct ofi_peer *pe, const uint8_t *addr, size_t len);

@@ -120,10 +120,11 @@ static int cq_errno(int err, int prov_errno)
 	}
 }
 
-void rma__ofi_cq_drain(struct ofi_ep *oe)
+int rma__ofi_cq_drain(struct ofi_ep *oe)
 {
 	struct fi_cq_entry ent[OFI_CQ_BATCH];
 	struct ofi_peer *pe = oe->peer;
+	int taken = 0;
 
 	for (int round = 0; round < 64; round++) {
 		ssize_t n = fi_cq_read(oe->cq, ent, OFI_CQ_BATCH);
@@ -131,6 +132,7 @@ void rma__ofi_cq_drain(struct ofi_ep *oe)
 			for (ssize_t i = 0; i < n; i++)
 				if (ent[i].op_context)
 					ctx_done(ent[i].op_context, 0);
+			taken += (int)n;
 			continue;
 		}
 		if (n == -FI_EAVAIL) {
@@ -158,6 +160,7 @@ void rma__ofi_cq_drain(struct ofi_ep *oe)
 				pe->reset_due = true;
 			if (ee.op_context)
 				ctx_done(ee.op_context, res);
+			taken++;
 			continue;
 		}
 		if (n != -FI_EAGAIN)
@@ -171,6 +174,7 @@ void rma__ofi_cq_drain(struct ofi_ep *oe)
 	}
 	if (pe && pe->reset_due && !rma__timer_armed(&pe->abort_tm))
 		rma__timer_arm(oe->ot->e, &pe->abort_tm, 0);
+	return taken;
 }
 
 /* The abort grace is over, or a reset is due: drain once more, then close
