@@ -372,11 +372,16 @@ static void test_blob(void)
 	rma__put_le16(c + n - (OFI_RAWREC_HDR + OFI_RAW_KEY_MAX), 0);
 	CHECK_RC(ofi->ad_parse(c, n, 42, &rk), -EBADMSG);
 
-	/* Flag 4 needs flag 1. */
+	/* Flag 4 needs flag 1: a well-formed record right after the address
+	 * (no key and base) is still refused. */
 	n = raw_blob(b, 33, 1 | 4);
-	memcpy(c, b, n);
+	rec = n - (OFI_RAWREC_HDR + 33);
+	memcpy(c, b, rec - 16);
+	memcpy(c + rec - 16, b + rec, n - rec);
 	c[1] = 4;
-	CHECK_RC(ofi->ad_parse(c, n, 42, &rk), -EBADMSG);
+	CHECK_RC(ofi->ad_parse(c, n - 16, 42, &rk), -EBADMSG);
+	c[1] = 1 | 4; /* the same bytes as a key and base: too short */
+	CHECK_RC(ofi->ad_parse(c, n - 16, 42, &rk), -EBADMSG);
 
 	/* With a control address the key comes over it: rk.raw unused. */
 	n = raw_blob(b, 33, 1 | 2 | 4);
