@@ -6,7 +6,8 @@
  * put or get completes only if the owner read the raw key, sent it in
  * KEYS, and the initiator mapped it and posted the result; and every
  * mapping must be unmapped once: on revocation (a region released) and on
- * rma_peer_remove.  The open token carries the key bytes (flag 4), so it
+ * rma_peer_remove.  While chunks are in flight each holds the mapping
+ * (refs == chunks).  The open token carries the key bytes (flag 4), so it
  * has no plain triple. */
 #include <errno.h>
 #include <stdatomic.h>
@@ -19,7 +20,7 @@
 
 #define TAG "rma-raw!"
 #define RAW_LEN 24
-#define LEN (64 * 1024)
+#define LEN (8 << 20)
 
 static const struct fi_ops *dom_orig[2], *mr_orig;
 static const struct fi_ops_mr *reg_orig[2];
@@ -130,15 +131,20 @@ static int reg1(struct fid *fid, const void *buf, size_t len, uint64_t access,
 	return reg(1, fid, buf, len, access, offset, key, flags, mr, ctx);
 }
 
+/* Engine e's ofi instance; call with e->mu held. */
+static struct ofi_tr *ofi_of(rma_engine *e)
+{
+	for (unsigned i = 0; i < e->ntr; i++)
+		if (!strcmp(e->tr[i]->ops->name, "ofi"))
+			return container_of(e->tr[i], struct ofi_tr, base);
+	FAIL("no ofi instance");
+}
+
 /* Make engine e's ofi instance believe its domain is FI_MR_RAW. */
 static void make_raw(rma_engine *e, int side)
 {
-	struct ofi_tr *ot = NULL;
 	pthread_mutex_lock(&e->mu);
-	for (unsigned i = 0; i < e->ntr; i++)
-		if (!strcmp(e->tr[i]->ops->name, "ofi"))
-			ot = container_of(e->tr[i], struct ofi_tr, base);
-	CHECK(ot);
+	struct ofi_tr *ot = ofi_of(e);
 	ot->mr_mode |= FI_MR_RAW;
 	ot->raw_u64 = 8;
 	struct fid_domain *d = ot->domain;
@@ -153,6 +159,25 @@ static void make_raw(rma_engine *e, int side)
 	pthread_mutex_unlock(&e->mu);
 }
 
+/* The chunks in flight on e's peer each hold their key's mapping. */
+static void check_held(rma_engine *e)
+{
+	pthread_mutex_lock(&e->mu);
+	struct ofi_peer *pe = ofi_of(e)->peers;
+	for (; pe; pe = pe->next) {
+		unsigned held = 0, maps_held = 0;
+		for (struct ofi_ctx *c = pe->inflight.next; c != &pe->inflight;
+		     c = c->next)
+			held += c->map && c->map == pe->keys.v[0].map;
+		for (unsigned i = 0; i < pe->keys.n; i++)
+			if (pe->keys.v[i].map)
+				maps_held += pe->keys.v[i].map->refs;
+		CHECK_EQ(held, pe->n);
+		CHECK_EQ(maps_held, pe->n);
+	}
+	pthread_mutex_unlock(&e->mu);
+}
+
 static int64_t xfer(rma_engine *e, unsigned kind, rma_region *local,
 		    const rma_remote *r)
 {
@@ -163,6 +188,7 @@ static int64_t xfer(rma_engine *e, unsigned kind, rma_region *local,
 	int rc = rma_post(e, &op, 1, 20000, NULL);
 	if (rc != 1)
 		return rc < 0 ? rc : -EIO;
+	check_held(e);
 	while (test_now_ms() < end)
 		if (rma_poll(e, &c, 1) == 1)
 			return c.result;
