@@ -583,6 +583,8 @@ static int ofi_ad_parse(const void *blob, size_t len, uint64_t core_key,
 	size_t pl, fl, al;
 	uint64_t key = 0, base = 0;
 	bool has_key;
+	rk->raw = NULL;
+	rk->raw_len = 0;
 	if (rma__ofi_plain(blob, len)) /* raw.c */
 		return rma__ofi_plain_parse(blob, len, &prov, &pl, &addr, &al,
 					    &rk->key, &rk->base);
@@ -593,8 +595,6 @@ static int ofi_ad_parse(const void *blob, size_t len, uint64_t core_key,
 	 * core key, whatever else the token carries for plain initiators. */
 	const uint8_t *ctl, *rec;
 	size_t cl, rl;
-	rk->raw = NULL;
-	rk->raw_len = 0;
 	if (!has_key || rma__ofi_blob_ctl(blob, len, &ctl, &cl) == 0) {
 		rk->key = core_key;
 		rk->base = 0;
