@@ -43,6 +43,7 @@
 enum { CTL_CONNECTING, CTL_SETUP, CTL_WELCOME, CTL_UP };
 enum { MSG_WELCOME = 1, MSG_KEY = 2, MSG_KEYS = 3, MSG_REVOKED = 4 };
 #define MSG_LEN 32
+#define RAWREC_MAX (OFI_RAWREC_HDR + OFI_RAW_KEY_MAX)
 
 struct ofi_ctl {
 	struct rma__watch w;
@@ -56,7 +57,7 @@ struct ofi_ctl {
 	struct rma__timer tm;   /* initiator: the handshake's deadline */
 	uint64_t *given;        /* owner: core keys handed out */
 	unsigned ngiven, capgiven;
-	uint8_t in[MSG_LEN + RMA_MAX(OFI_ADDR_MAX, OFI_RAWREC_HDR + OFI_RAW_KEY_MAX)];
+	uint8_t in[MSG_LEN + RMA_MAX(OFI_ADDR_MAX, RAWREC_MAX)];
 	size_t have, need;
 	struct rma__setup s;
 };
@@ -223,7 +224,7 @@ static struct ofi_grant *grant_find(struct ofi_tr *ot, uint64_t core)
 static int answer_key(struct ofi_ctl *c, uint64_t core)
 {
 	struct ofi_grant *g = grant_find(c->ot, core);
-	uint8_t m[MSG_LEN + OFI_RAWREC_HDR + OFI_RAW_KEY_MAX];
+	uint8_t m[MSG_LEN + RAWREC_MAX];
 	bool known = false;
 	int rl;
 
@@ -298,6 +299,7 @@ static int on_msg(struct ofi_ctl *c)
 	}
 	if (c->step == CTL_UP && type == MSG_KEYS &&
 	    !status && b == FI_KEY_NOTAVAIL) { /* a raw key record follows */
+		const uint8_t *rec = c->in + MSG_LEN;
 		struct ofi_rawkey raw;
 		int n;
 		if (c->need == MSG_LEN) {
@@ -305,13 +307,13 @@ static int on_msg(struct ofi_ctl *c)
 			return 1;
 		}
 		if (c->need == MSG_LEN + OFI_RAWREC_HDR) {
-			n = rma__ofi_rawrec_size(c->in + MSG_LEN, OFI_RAWREC_HDR);
+			n = rma__ofi_rawrec_size(rec, OFI_RAWREC_HDR);
 			if (n < 0)
 				return n;
 			c->need = MSG_LEN + (size_t)n;
 			return 1;
 		}
-		if (rma__ofi_rawrec_get(c->in + MSG_LEN, c->need - MSG_LEN, &raw) < 0)
+		if (rma__ofi_rawrec_get(rec, c->need - MSG_LEN, &raw) < 0)
 			return -EBADMSG;
 		rma__ofi_peer_key(c->peer, a, 0, 0, cc, &raw);
 		return 0;
