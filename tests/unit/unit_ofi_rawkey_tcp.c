@@ -167,8 +167,10 @@ static void check_held(rma_engine *e)
 	for (; pe; pe = pe->next) {
 		unsigned held = 0, maps_held = 0;
 		for (struct ofi_ctx *c = pe->inflight.next; c != &pe->inflight;
-		     c = c->next)
-			held += c->map && c->map == pe->keys.v[0].map;
+		     c = c->next) {
+			struct ofi_key *k = rma__ofi_keys_find(&pe->keys, c->core);
+			held += c->map && k && c->map == k->map;
+		}
 		for (unsigned i = 0; i < pe->keys.n; i++)
 			if (pe->keys.v[i].map)
 				maps_held += pe->keys.v[i].map->refs;
@@ -249,6 +251,7 @@ int main(void)
 	CHECK_RC(rma_region_register(owner, tbuf, LEN, RMA_ACCESS_REMOTE_RW, &tr), 0);
 	r = test_remote_of(tr);
 	CHECK_EQ(xfer(init, RMA_OP_PUT, lr, r), LEN);
+	CHECK_EQ(xfer(init, RMA_OP_GET, lr, r), LEN); /* posted at once, held */
 	CHECK_EQ(atomic_load(&maps), 2);
 	CHECK_RC(rma_peer_remove(init, r, 5000), 0);
 	wait_unmaps(2);
