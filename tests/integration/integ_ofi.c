@@ -26,6 +26,11 @@
  *   fake_owner a token edited to name a fake owner whose proof is wrong:
  *              the initiator fails with -EACCES and sends nothing after
  *              its hello (no proof of its own, no KEY)
+ *   raw_record a fake owner that knows the secret answers KEY with an
+ *              FI_MR_RAW key record (ctl.c): a length of 0 or 257 (above
+ *              OFI_RAW_KEY_MAX), bytes and all, fails the op with
+ *              -EBADMSG; 256 passes the decoder and reaches the mapping
+ *              (which tcp and sockets refuse: they are not FI_MR_RAW)
  */
 #include <errno.h>
 #include <signal.h>
@@ -38,6 +43,7 @@
 #include "transport/setup.h"
 
 #include <arpa/inet.h>
+#include <poll.h>
 #include <pthread.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -618,6 +624,120 @@ static int case_fake_owner(void)
 	return 0;
 }
 
+struct raw_owner {
+	int lfd;
+	uint64_t engine_id;
+	const uint8_t *addr;  /* the serving address WELCOME names */
+	size_t addr_len;
+	unsigned len_field;   /* the record's length field */
+	int keys_sent;
+};
+
+/* Passes the handshake (the real server side), sends WELCOME, answers
+ * each KEY with a raw KEYS whose record says len_field and carries as
+ * many bytes, then waits for the initiator to close. */
+static void *raw_owner(void *arg)
+{
+	struct raw_owner *f = arg;
+	uint8_t key[16], m[32 + 10 + 300];
+	struct rma__setup s;
+	int fd = accept(f->lfd, NULL, NULL), rc;
+	if (fd < 0)
+		return NULL;
+	rma__setup_key("open sesame", key);
+	struct rma__setup_params sp = { .key = key, .kind = 3,
+					.engine_id = f->engine_id };
+	CHECK_RC(rma__setup_init(&s, fd, true, &sp), 0);
+	while ((rc = rma__setup_run(&s)) == -EINPROGRESS) {
+		struct pollfd pf = { .fd = fd, .events = (short)rma__setup_events(&s) };
+		CHECKF(poll(&pf, 1, 10000) == 1, "raw owner: handshake stalled");
+	}
+	CHECK_RC(rc, 0);
+	memset(m, 0, 32);
+	m[0] = 1; /* WELCOME */
+	m[8] = (uint8_t)f->addr_len;
+	memcpy(m + 32, f->addr, f->addr_len);
+	xfer_all(fd, m, 32 + f->addr_len, true);
+	struct timeval tv = { .tv_sec = 20 };
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	uint8_t in[32];
+	while (recv(fd, in, sizeof in, MSG_WAITALL) == (ssize_t)sizeof in) {
+		if (in[0] != 2)
+			continue;
+		memset(m, 0, sizeof m);
+		m[0] = 3; /* KEYS, status 0, a = the core key asked for */
+		memcpy(m + 8, in + 8, 8);
+		memset(m + 16, 0xff, 8); /* b = FI_KEY_NOTAVAIL: a record follows */
+		m[32] = (uint8_t)f->len_field;
+		m[33] = (uint8_t)(f->len_field >> 8);
+		for (unsigned i = 0; i < f->len_field && i < 300; i++)
+			m[42 + i] = (uint8_t)i;
+		xfer_all(fd, m, 42 + f->len_field, true);
+		f->keys_sent++;
+	}
+	close(fd);
+	return NULL;
+}
+
+static int64_t raw_record(struct target *t, unsigned len_field)
+{
+	uint8_t b[RMA_ADVERTISEMENT_MAX];
+	unsigned blen;
+	int n = ad_bytes(t, "rw", 0, 0, 0, b);
+	uint8_t *blob = ofi_blob(b, n, &blen);
+	size_t o_ctl = 6 + (size_t)blob[2] + blob[3] + (blob[4] | blob[5] << 8);
+	CHECK(blob[1] == 2 && blob[o_ctl] == 7);
+
+	struct raw_owner f = { .len_field = len_field };
+	for (int i = 0; i < 8; i++)
+		f.engine_id |= (uint64_t)b[8 + i] << (8 * i);
+	f.addr = blob + 6 + blob[2] + blob[3];
+	f.addr_len = (size_t)(blob[4] | blob[5] << 8);
+	f.lfd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof sa;
+	CHECK(bind(f.lfd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+	      listen(f.lfd, 4) == 0 &&
+	      getsockname(f.lfd, (struct sockaddr *)&sa, &sl) == 0);
+	uint16_t port = ntohs(sa.sin_port);
+	blob[o_ctl + 2] = (uint8_t)port;
+	blob[o_ctl + 3] = (uint8_t)(port >> 8);
+	rma_remote *r = reseal(b, n);
+	pthread_t th;
+	CHECK(pthread_create(&th, NULL, raw_owner, &f) == 0);
+
+	rma_engine *e = engine_secret("open sesame");
+	char *buf = test_alloc(MiB);
+	rma_region *l = integ_region(e, buf, MiB);
+	int64_t res = integ_op(e, RMA_OP_PUT, l, r, 0, 4096, 20000);
+	rma_remote_free(r);
+	rma_engine_destroy(e); /* closes the connection: the fake stops */
+	pthread_join(th, NULL);
+	close(f.lfd);
+	test_free(buf, MiB);
+	printf("record length %u: op %lld (%s), KEYS sent %d\n", len_field,
+	       (long long)res, res < 0 ? strerror((int)-res) : "ok", f.keys_sent);
+	CHECKF(f.keys_sent >= 1, "the initiator never asked for the key");
+	return res;
+}
+
+static int case_raw_record(void)
+{
+	static struct target_opts o = { .secret = "open sesame", .rw_size = 4 * MiB };
+	struct target t;
+	o.transports = spec;
+	if (target_start(&t, &o))
+		return TEST_SKIP;
+	CHECK_RC(raw_record(&t, 257), -EBADMSG);
+	CHECK_RC(raw_record(&t, 0), -EBADMSG);
+	int64_t res = raw_record(&t, 256);
+	CHECKF(res < 0 && res != -EBADMSG && res != -ETIMEDOUT &&
+	       res != -ECONNRESET, "a 256-byte record: %lld", (long long)res);
+	target_stop(&t);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -632,6 +752,7 @@ static const struct {
 	{ "stale", case_stale },
 	{ "proof", case_proof },
 	{ "fake_owner", case_fake_owner },
+	{ "raw_record", case_raw_record },
 };
 
 int main(int argc, char **argv)

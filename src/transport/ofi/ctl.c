@@ -17,7 +17,12 @@
  *
  * Messages after the setup are 32 bytes, u32 type | i32 status | u64 a |
  * u64 b | u64 c, little-endian; WELCOME is followed by a (at most
- * OFI_ADDR_MAX) address bytes.  Advertisements carry the core key only,
+ * OFI_ADDR_MAX) address bytes.  A KEYS for a provider with FI_MR_RAW has
+ * b = FI_KEY_NOTAVAIL (never a key given otherwise) and is followed by a
+ * raw key record (rawkey.c): u16 key length, at most OFI_RAW_KEY_MAX (a
+ * longer one is -EBADMSG) | u64 base for fi_mr_map_raw | the key bytes;
+ * the initiator maps it and posts with the result.  Advertisements carry
+ * the core key only,
  * so a token is useless without passing the handshake.  The connection
  * stays open: its end tells the initiator the owner is gone (every chunk
  * in flight fails at once) and tells the owner to close the peer's serving
@@ -38,6 +43,7 @@
 enum { CTL_CONNECTING, CTL_SETUP, CTL_WELCOME, CTL_UP };
 enum { MSG_WELCOME = 1, MSG_KEY = 2, MSG_KEYS = 3, MSG_REVOKED = 4 };
 #define MSG_LEN 32
+#define RAWREC_MAX (OFI_RAWREC_HDR + OFI_RAW_KEY_MAX)
 
 struct ofi_ctl {
 	struct rma__watch w;
@@ -51,7 +57,7 @@ struct ofi_ctl {
 	struct rma__timer tm;   /* initiator: the handshake's deadline */
 	uint64_t *given;        /* owner: core keys handed out */
 	unsigned ngiven, capgiven;
-	uint8_t in[MSG_LEN + OFI_ADDR_MAX];
+	uint8_t in[MSG_LEN + RMA_MAX(OFI_ADDR_MAX, RAWREC_MAX)];
 	size_t have, need;
 	struct rma__setup s;
 };
@@ -218,8 +224,9 @@ static struct ofi_grant *grant_find(struct ofi_tr *ot, uint64_t core)
 static int answer_key(struct ofi_ctl *c, uint64_t core)
 {
 	struct ofi_grant *g = grant_find(c->ot, core);
-	uint8_t m[MSG_LEN];
+	uint8_t m[MSG_LEN + RAWREC_MAX];
 	bool known = false;
+	int rl;
 
 	if (!g) {
 		msg_put(m, MSG_KEYS, -EKEYREJECTED, core, 0, 0);
@@ -238,8 +245,16 @@ static int answer_key(struct ofi_ctl *c, uint64_t core)
 		}
 		c->given[c->ngiven++] = core;
 	}
-	msg_put(m, MSG_KEYS, 0, core, g->key, g->base);
-	return send_all(c->w.fd, m, MSG_LEN);
+	if (!g->raw) {
+		msg_put(m, MSG_KEYS, 0, core, g->key, g->base);
+		return send_all(c->w.fd, m, MSG_LEN);
+	}
+	msg_put(m, MSG_KEYS, 0, core, FI_KEY_NOTAVAIL, g->base);
+	rl = rma__ofi_rawrec_put(m + MSG_LEN, sizeof m - MSG_LEN,
+				 &(struct ofi_rawkey){ .base = g->raw_base,
+						       .bytes = g->raw,
+						       .len = g->raw_len });
+	return rl < 0 ? rl : send_all(c->w.fd, m, MSG_LEN + (size_t)rl);
 }
 
 /* A whole message is in c->in. */
@@ -279,13 +294,32 @@ static int on_msg(struct ofi_ctl *c)
 		return 0;
 	}
 	if (c->step == CTL_UP && type == MSG_REVOKED) {
-		rma__ofi_peer_key(c->peer, a, -EKEYREJECTED, 0, 0);
+		rma__ofi_peer_key(c->peer, a, -EKEYREJECTED, 0, 0, NULL);
+		return 0;
+	}
+	if (c->step == CTL_UP && type == MSG_KEYS &&
+	    !status && b == FI_KEY_NOTAVAIL) { /* a raw key record follows */
+		const uint8_t *rec = c->in + MSG_LEN;
+		struct ofi_rawkey raw;
+		int n;
+		if (c->need == MSG_LEN) {
+			c->need += OFI_RAWREC_HDR;
+			return 1;
+		}
+		if (c->need == MSG_LEN + OFI_RAWREC_HDR) {
+			n = rma__ofi_rawrec_size(rec, OFI_RAWREC_HDR);
+			if (n < 0)
+				return n;
+			c->need = MSG_LEN + (size_t)n;
+			return 1;
+		}
+		if (rma__ofi_rawrec_get(rec, c->need - MSG_LEN, &raw) < 0)
+			return -EBADMSG;
+		rma__ofi_peer_key(c->peer, a, 0, 0, cc, &raw);
 		return 0;
 	}
 	if (c->step == CTL_UP && type == MSG_KEYS) {
-		if (!status && b == FI_KEY_NOTAVAIL)
-			return -EPROTO;
-		rma__ofi_peer_key(c->peer, a, status, b, cc);
+		rma__ofi_peer_key(c->peer, a, status, b, cc, NULL);
 		return 0;
 	}
 	return -EPROTO;

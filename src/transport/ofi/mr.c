@@ -3,7 +3,8 @@
  * the provider asks for descriptors (FI_MR_LOCAL); remote access is given
  * per grant, one MR each with that window's bounds and access, so a
  * read-only or sub-window token's key cannot write or reach beyond it.
- * Closing the MR is the revocation.
+ * Closing the MR is the revocation.  Where the provider sets FI_MR_RAW the
+ * key is read as bytes (rawkey.c), never with fi_mr_key.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -77,11 +78,18 @@ int rma__ofi_grant_add(struct rma__transport *t, struct rma__grant *g)
 		free(og);
 		return rc;
 	}
-	og->key = fi_mr_key(og->mr);
-	if (og->key == FI_KEY_NOTAVAIL) { /* FI_MR_RAW keys: not offered */
+	if (ot->mr_mode & FI_MR_RAW) {
+		og->key = FI_KEY_NOTAVAIL;
+		rc = rma__ofi_raw_read(og->mr, (uint64_t)(uintptr_t)addr, &og->raw,
+				       &og->raw_len, &og->raw_base);
+	} else {
+		og->key = fi_mr_key(og->mr);
+		rc = og->key == FI_KEY_NOTAVAIL ? -EMSGSIZE : 0;
+	}
+	if (rc) { /* a key no peer could be given */
 		fi_close(&og->mr->fid);
 		free(og);
-		return RMA__DECLINE;
+		return rc == -ENOMEM ? rc : RMA__DECLINE;
 	}
 	/* Remote addresses: the window's virtual address (FI_MR_VIRT_ADDR) or
 	 * offsets from its start. */
@@ -108,6 +116,7 @@ void rma__ofi_grant_remove(struct rma__transport *t, struct rma__grant *g)
 	 * is already moving ends only with its peer's serving endpoint. */
 	fi_close(&gr->mr->fid);
 	rma__ofi_ctl_revoke(ot, gr->core);
+	free(gr->raw);
 	free(gr);
 	*og = NULL;
 }

@@ -60,7 +60,7 @@ static struct fi_info *hints_for(const char *prov)
 	/* Offer every mode we handle and obey what comes back; never 0 (efa
 	 * would then claim 0 yet need virtual addresses). */
 	h->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_ALLOCATED |
-				  FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+				  FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_RAW;
 	h->mode = FI_CONTEXT | FI_CONTEXT2;
 	h->fabric_attr->prov_name = strdup(prov);
 	return h;
@@ -353,6 +353,10 @@ static int ofi_init(struct rma_engine *e, const struct rma__topts *o,
 	}
 	ot->mr_mode = fi->domain_attr->mr_mode;
 	ot->key_size = fi->domain_attr->mr_key_size;
+	/* FI_MR_RAW: every key posted is mapped first, a u64 one (a plain
+	 * peer's) as its mr_key_size little-endian bytes. */
+	if (ot->mr_mode & FI_MR_RAW)
+		ot->raw_u64 = ot->key_size ? ot->key_size : 8;
 	ot->tx_size = fi->tx_attr->size ? (unsigned)RMA_MIN(fi->tx_attr->size, 65536) : 0;
 	ot->max_msg = par->max_msg_size ? par->max_msg_size : OFI_DEFAULT_MAX_MSG;
 	if (fi->ep_attr->max_msg_size && ot->max_msg > fi->ep_attr->max_msg_size)
@@ -422,12 +426,16 @@ static void ofi_fini(struct rma__transport *t)
 /* Blob: u8 version (1) | u8 flags | u8 provider name length | u8 fabric
  * name length | u16 address length | names | address | [u8 control
  * address length | control address] (flag 2) | [u64 key | u64 base]
- * (flag 1).  rma's owners write flag 2: with a secret set, never flag 1,
- * so a grant's fabric key is told only to a peer that passed the handshake
- * (ctl.c); without one anybody passes it, so the token also carries the
- * key (flag 1), for plain libfabric initiators (rma_remote_to_fabric).
- * rma initiators use the control connection whenever flag 2 is there. */
+ * (flag 1) | [raw key record] (flag 4, only with flag 1: u16 length (at
+ * most OFI_RAW_KEY_MAX) | u64 base for fi_mr_map_raw | key bytes; key is
+ * then FI_KEY_NOTAVAIL).  rma's owners write flag 2: with a secret set,
+ * never flag 1, so a grant's fabric key is told only to a peer that passed
+ * the handshake (ctl.c); without one anybody passes it, so the token also
+ * carries the key (flag 1, and 4 for an FI_MR_RAW key that fits in the
+ * token), for initiators without the control connection.  rma initiators
+ * use the control connection whenever flag 2 is there. */
 #define BLOB_HDR 6
+#define BLOB_FLAGS 7u
 
 static int ofi_ad_pack(struct rma__transport *t, const struct rma__grant *g,
 		       void *buf, size_t cap)
@@ -436,16 +444,30 @@ static int ofi_ad_pack(struct rma__transport *t, const struct rma__grant *g,
 	size_t pl = strlen(ot->prov_name), fl = strlen(ot->fabric_name);
 	size_t need = BLOB_HDR + pl + fl + ot->addr_len + 1 + ot->ctl_addr_len;
 	struct ofi_grant *og = g ? *rma__grant_slot((struct rma__grant *)g, t) : NULL;
+	struct ofi_rawkey raw = { 0 };
 	uint8_t *b = buf;
+	bool key = og && ot->open;
 
 	if (g && !og)
 		return -ENOENT;
-	if (og && ot->open)
+	if (key)
 		need += 16;
+	if (key && og->raw) {
+		raw = (struct ofi_rawkey){ .base = og->raw_base, .bytes = og->raw,
+					   .len = og->raw_len };
+		/* A raw key too long for the token stays out of it (rma's
+		 * initiators ask for it over the control connection). */
+		if (cap < need + OFI_RAWREC_HDR + raw.len) {
+			key = false;
+			need -= 16;
+		} else {
+			need += OFI_RAWREC_HDR + raw.len;
+		}
+	}
 	if (cap < need)
 		return -ENOSPC;
 	b[0] = 1;
-	b[1] = og && ot->open ? 3 : 2;
+	b[1] = (uint8_t)(2 | (key ? 1 : 0) | (key && raw.len ? 4 : 0));
 	b[2] = (uint8_t)pl;
 	b[3] = (uint8_t)fl;
 	rma__put_le16(b + 4, (uint16_t)ot->addr_len);
@@ -456,45 +478,80 @@ static int ofi_ad_pack(struct rma__transport *t, const struct rma__grant *g,
 	b += pl + fl + ot->addr_len;
 	b[0] = (uint8_t)ot->ctl_addr_len;
 	memcpy(b + 1, ot->ctl_addr, ot->ctl_addr_len);
-	if (og && ot->open) {
+	if (key) {
 		b += 1 + ot->ctl_addr_len;
 		rma__put_le64(b, og->key);
 		rma__put_le64(b + 8, og->base);
+		if (raw.len && rma__ofi_rawrec_put(b + 16, cap - (size_t)(b + 16 -
+					(uint8_t *)buf), &raw) < 0)
+			return -ENOSPC; /* not reached: need counted it */
 	}
 	return (int)need;
 }
 
 /* The blob's parts after the names and the address: [u8 ctl length |
- * ctl] (flag 2) then [key | base] (flag 1).  -EBADMSG unless they fill it. */
-static int blob_tail(const uint8_t *b, size_t len, size_t *ctl_off,
-		     size_t *ctl_len)
+ * ctl] (flag 2), [key | base] (flag 1), then [raw key record] (flag 4).
+ * -EBADMSG unless they fill it. */
+struct blob_parts {
+	size_t ctl_off, ctl_len, key_off, raw_off, raw_len;
+};
+
+static int blob_tail(const uint8_t *b, size_t len, struct blob_parts *bp)
 {
-	if (len < BLOB_HDR || b[0] != 1 || (b[1] & ~3u) || !b[2] || !b[3])
+	if (len < BLOB_HDR || b[0] != 1 || (b[1] & ~BLOB_FLAGS) || !b[2] || !b[3] ||
+	    (b[1] & 5) == 4)
 		return -EBADMSG;
 	size_t pl = b[2], fl = b[3], al = rma__le16(b + 4);
 	size_t o = BLOB_HDR + pl + fl + al;
 	if (!al || al > OFI_ADDR_MAX || pl >= OFI_NAME_MAX || fl >= OFI_NAME_MAX ||
 	    o > len)
 		return -EBADMSG;
-	*ctl_off = *ctl_len = 0;
+	*bp = (struct blob_parts){ 0 };
 	if (b[1] & 2) {
 		if (o >= len || (b[o] != 7 && b[o] != 19))
 			return -EBADMSG;
-		*ctl_off = o + 1;
-		*ctl_len = b[o];
+		bp->ctl_off = o + 1;
+		bp->ctl_len = b[o];
 		o += 1 + b[o];
 	}
-	return len == o + (b[1] & 1 ? 16 : 0) ? 0 : -EBADMSG;
+	if (b[1] & 1) {
+		if (len - o < 16)
+			return -EBADMSG;
+		bp->key_off = o;
+		o += 16;
+	}
+	if (b[1] & 4) {
+		struct ofi_rawkey raw;
+		int n = rma__ofi_rawrec_get(b + o, len - o, &raw);
+		if (n < 0)
+			return -EBADMSG;
+		bp->raw_off = o;
+		bp->raw_len = (size_t)n;
+		o += (size_t)n;
+	}
+	return len == o ? 0 : -EBADMSG;
 }
 
 int rma__ofi_blob_ctl(const void *blob, size_t len, const uint8_t **ctl,
 		      size_t *ctl_len)
 {
-	size_t off;
-	if (blob_tail(blob, len, &off, ctl_len))
+	struct blob_parts bp;
+	if (blob_tail(blob, len, &bp))
 		return -EBADMSG;
-	*ctl = (const uint8_t *)blob + off;
-	return *ctl_len ? 0 : -ENOENT;
+	*ctl = (const uint8_t *)blob + bp.ctl_off;
+	*ctl_len = bp.ctl_len;
+	return bp.ctl_len ? 0 : -ENOENT;
+}
+
+int rma__ofi_blob_raw(const void *blob, size_t len, const uint8_t **rec,
+		      size_t *rec_len)
+{
+	struct blob_parts bp;
+	if (blob_tail(blob, len, &bp))
+		return -EBADMSG;
+	*rec = (const uint8_t *)blob + bp.raw_off;
+	*rec_len = bp.raw_len;
+	return bp.raw_len ? 0 : -ENOENT;
 }
 
 int rma__ofi_blob_parse(const void *blob, size_t len, const char **prov,
@@ -503,8 +560,8 @@ int rma__ofi_blob_parse(const void *blob, size_t len, const char **prov,
 			uint64_t *base, bool *has_key)
 {
 	const uint8_t *b = blob;
-	size_t co, cl;
-	if (blob_tail(b, len, &co, &cl))
+	struct blob_parts bp;
+	if (blob_tail(b, len, &bp))
 		return -EBADMSG;
 	size_t pl = b[2], fl = b[3], al = rma__le16(b + 4);
 	*prov = (const char *)b + BLOB_HDR;
@@ -515,8 +572,8 @@ int rma__ofi_blob_parse(const void *blob, size_t len, const char **prov,
 	*addr_len = al;
 	*has_key = b[1] & 1;
 	if (*has_key) {
-		*key = rma__le64(b + len - 16);
-		*base = rma__le64(b + len - 8);
+		*key = rma__le64(b + bp.key_off);
+		*base = rma__le64(b + bp.key_off + 8);
 	}
 	return 0;
 }
@@ -529,6 +586,8 @@ static int ofi_ad_parse(const void *blob, size_t len, uint64_t core_key,
 	size_t pl, fl, al;
 	uint64_t key = 0, base = 0;
 	bool has_key;
+	rk->raw = NULL;
+	rk->raw_len = 0;
 	if (rma__ofi_plain(blob, len)) /* raw.c */
 		return rma__ofi_plain_parse(blob, len, &prov, &pl, &addr, &al,
 					    &rk->key, &rk->base);
@@ -537,11 +596,18 @@ static int ofi_ad_parse(const void *blob, size_t len, uint64_t core_key,
 		return -EBADMSG;
 	/* An rma owner (a control address) is asked for the fabric key by the
 	 * core key, whatever else the token carries for plain initiators. */
-	const uint8_t *ctl;
-	size_t cl;
+	const uint8_t *ctl, *rec;
+	size_t cl, rl;
 	if (!has_key || rma__ofi_blob_ctl(blob, len, &ctl, &cl) == 0) {
 		rk->key = core_key;
 		rk->base = 0;
+	} else if (rma__ofi_blob_raw(blob, len, &rec, &rl) == 0) {
+		/* Key bytes, mapped by the peer on first use; the core key
+		 * names them in its key table. */
+		rk->key = core_key;
+		rk->base = base;
+		rk->raw = rec;
+		rk->raw_len = (uint16_t)rl;
 	} else {
 		rk->key = key;
 		rk->base = base;

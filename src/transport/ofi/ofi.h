@@ -10,6 +10,8 @@
  *            and the grants' fabric keys, handed out only over it
  *   raw.c    plain libfabric peers: their blobs, and the triple read out
  *            of an owner's blob for a plain initiator
+ *   rawkey.c FI_MR_RAW keys (their record, reading, mapping, unmapping)
+ *            and the initiator's table of grant keys per peer
  *   stub.c   built instead of the others when libfabric is missing
  * Nothing here leaves the transport; the core sees only rma__ofi_ops.
  */
@@ -45,6 +47,8 @@
 #define OFI_MAX_CTL 4096                     /* owner: control connections */
 #define OFI_KEYS_MAX 1024                    /* initiator: keys kept per peer */
 #define OFI_IDLE_MAX 16                      /* owner: serving endpoints kept */
+#define OFI_RAW_KEY_MAX 256  /* FI_MR_RAW key bytes taken or sent (ucx: 64) */
+#define OFI_RAWREC_HDR 10    /* a raw key record: u16 length | u64 base */
 
 struct ofi_ctl;
 
@@ -68,14 +72,38 @@ struct ofi_ctx {
 	struct ofi_peer *peer;
 	uint64_t op_id, len;
 	uint64_t core;           /* authed peers: the token's key */
+	struct ofi_map *map;     /* the mapped key it was posted with */
+};
+
+/* An FI_MR_RAW key's bytes and the base fi_mr_map_raw takes with them. */
+struct ofi_rawkey {
+	uint64_t base;
+	const uint8_t *bytes;
+	size_t len;      /* 1..OFI_RAW_KEY_MAX */
+};
+
+/* A key fi_mr_map_raw made (initiator side).  Apart from the key table,
+ * whose entries move: chunks posted with it hold it until reported, and
+ * it is unmapped once dropped and no longer held. */
+struct ofi_map {
+	uint64_t key;    /* what is posted */
+	unsigned refs;   /* chunks in flight with it */
+	bool dropped;    /* revoked, evicted, or its peer gone */
 };
 
 /* A grant's fabric key as the owner told it (initiator side). */
 struct ofi_key {
-	uint64_t core;  /* the token's key */
-	uint64_t fkey;  /* the MR's key */
+	uint64_t core;  /* the token's key (the table's index) */
+	uint64_t fkey;  /* the key posted: the MR's, or map->key */
 	uint64_t base;  /* remote address of window offset 0 */
+	struct ofi_map *map; /* FI_MR_RAW: fkey is mapped; NULL otherwise */
 	int state;      /* 1 known, 0 asked, -errno refused */
+};
+
+/* An initiator peer's keys, at most OFI_KEYS_MAX. */
+struct ofi_keys {
+	struct ofi_key *v;
+	unsigned n, cap;
 };
 
 struct ofi_peer {
@@ -85,8 +113,7 @@ struct ofi_peer {
 	struct ofi_ctl *ctl;     /* NULL: a raw peer (no control address) */
 	bool authed;             /* keys come over ctl, not from tokens */
 	uint64_t expect_id;      /* the engine id the advertisement named */
-	struct ofi_key *keys;
-	unsigned nkeys, capkeys;
+	struct ofi_keys keys;
 	bool moved;              /* the owner gave a new serving address */
 	uint8_t new_addr[OFI_ADDR_MAX];
 	size_t new_addr_len;
@@ -106,6 +133,9 @@ struct ofi_grant {
 	struct fid_mr *mr;
 	uint64_t key, base;
 	uint64_t core;           /* the grant's core key: what peers ask by */
+	uint8_t *raw;            /* FI_MR_RAW: the key's bytes (key unused) */
+	size_t raw_len;
+	uint64_t raw_base;       /* fi_mr_raw_attr's base, for fi_mr_map_raw */
 	struct ofi_grant *next;  /* on ofi_tr.grants */
 };
 
@@ -122,6 +152,8 @@ struct ofi_tr {
 	uint64_t mr_mode;
 	uint64_t max_msg;
 	size_t key_size;
+	size_t raw_u64;          /* FI_MR_RAW: u64 keys are mapped as this many
+				  * bytes (0: not FI_MR_RAW) */
 	unsigned tx_size;
 	bool wait_fd;            /* CQs have FI_WAIT_FD */
 	const char *prov;        /* option value: tcp, sockets, shm, efa, verbs */
@@ -171,7 +203,7 @@ void rma__ofi_peers_fini(struct ofi_tr *ot);
 void rma__ofi_peer_up(struct ofi_peer *pe, const uint8_t *addr, size_t len);
 void rma__ofi_peer_lost(struct ofi_peer *pe, int err);
 void rma__ofi_peer_key(struct ofi_peer *pe, uint64_t core, int status,
-		       uint64_t fkey, uint64_t base);
+		       uint64_t fkey, uint64_t base, const struct ofi_rawkey *raw);
 void rma__ofi_peer_moved(struct ofi_peer *pe, const uint8_t *addr, size_t len);
 
 /* ctl.c */
@@ -190,6 +222,9 @@ int rma__ofi_ctl_arm(struct ofi_tr *ot);
 /* The control address in a blob (flag 2), if any: 0, or -ENOENT. */
 int rma__ofi_blob_ctl(const void *blob, size_t len, const uint8_t **ctl,
 		      size_t *ctl_len);
+/* The raw key record in a blob (flag 4), if any: 0, or -ENOENT. */
+int rma__ofi_blob_raw(const void *blob, size_t len, const uint8_t **rec,
+		      size_t *rec_len);
 
 /* Blob fields both ofi.c and peer.c read. */
 int rma__ofi_blob_parse(const void *blob, size_t len, const char **prov,
@@ -210,5 +245,43 @@ int rma__ofi_fabric_pack(const struct rma__topts *o, const void *addr,
 int rma__ofi_fabric_unpack(const struct rma__topts *o, const void *blob,
 			   size_t len, void *addr, size_t cap, uint64_t *key,
 			   uint64_t *base);
+
+/* rawkey.c: the record (u16 length | u64 base | bytes), in KEYS and tokens */
+/* Its whole length from its first OFI_RAWREC_HDR of len bytes, or -EBADMSG
+ * (length 0 or above OFI_RAW_KEY_MAX). */
+int rma__ofi_rawrec_size(const uint8_t *b, size_t len);
+/* Decode one record at the start of b: its length, or -EBADMSG. */
+int rma__ofi_rawrec_get(const uint8_t *b, size_t len, struct ofi_rawkey *out);
+/* Bytes written, -EINVAL (key length out of bounds) or -ENOSPC. */
+int rma__ofi_rawrec_put(uint8_t *b, size_t cap, const struct ofi_rawkey *k);
+/* Owner: a grant MR's raw key (fi_mr_raw_attr), the base preset to addr;
+ * *bytes is malloc'd.  0, -EMSGSIZE (longer than OFI_RAW_KEY_MAX) or
+ * -errno. */
+int rma__ofi_raw_read(struct fid_mr *mr, uint64_t addr, uint8_t **bytes,
+		      size_t *len, uint64_t *base);
+/* Initiator: map a raw key (fi_mr_map_raw); 0 or -errno. */
+int rma__ofi_map_new(struct fid_domain *d, const struct ofi_rawkey *k,
+		     struct ofi_map **out);
+/* Drop a mapping (NULL: nothing); unmapped now if no chunk holds it. */
+void rma__ofi_map_drop(struct fid_domain *d, struct ofi_map *m);
+/* A chunk posted with m is reported; unmaps a dropped one left unheld. */
+void rma__ofi_map_put(struct fid_domain *d, struct ofi_map *m);
+
+/* rawkey.c: the key table */
+struct ofi_key *rma__ofi_keys_find(struct ofi_keys *t, uint64_t core);
+/* A new entry (state 0) for core.  A full table first forgets its settled
+ * entries (asked again on use), dropping their mappings; still full:
+ * -EAGAIN.  0, -EAGAIN or -ENOMEM. */
+int rma__ofi_keys_add(struct ofi_keys *t, struct fid_domain *d, uint64_t core,
+		      struct ofi_key **out);
+/* Settle k: status < 0 refuses or revokes it (its mapping dropped); 0
+ * gives fkey and base, or raw (mapped here).  raw_u64 (ofi_tr) > 0: a u64
+ * key is mapped too, as that many little-endian bytes (more than 8:
+ * -EOPNOTSUPP).  A failed mapping refuses k with its error. */
+void rma__ofi_keys_set(struct ofi_key *k, struct fid_domain *d, size_t raw_u64,
+		       int status, uint64_t fkey, uint64_t base,
+		       const struct ofi_rawkey *raw);
+/* Forget every entry, dropping their mappings (the peer is going). */
+void rma__ofi_keys_clear(struct ofi_keys *t, struct fid_domain *d);
 
 #endif

@@ -13,6 +13,9 @@
  * A peer of an rma owner first passes the handshake on a control
  * connection (ctl.c): the owner's serving address for this peer and the
  * grants' fabric keys come from there, asked for on a key's first use.
+ * Keys the provider needs mapped (FI_MR_RAW, rawkey.c) are mapped when
+ * they arrive, held by each chunk posted with them, and unmapped once
+ * dropped and no longer held.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -20,7 +23,10 @@
 
 #include "transport/ofi/ofi.h"
 
-static struct ofi_key *key_find(struct ofi_peer *pe, uint64_t core);
+static struct ofi_key *key_find(struct ofi_peer *pe, uint64_t core)
+{
+	return rma__ofi_keys_find(&pe->keys, core);
+}
 
 /* A failed chunk: if its grant was released, that is the reason it gets
  * (however the provider reports a cut connection). */
@@ -60,6 +66,8 @@ static void ctx_done(struct ofi_ctx *c, int res)
 	struct ofi_peer *pe = c->peer;
 	struct ofi_tr *ot = pe->ot;
 	uint64_t id = c->op_id, len = c->len;
+	if (c->map) /* the provider is done with this chunk's key */
+		rma__ofi_map_put(ot->domain, c->map);
 	c->prev->next = c->next;
 	c->next->prev = c->prev;
 	pe->n--;
@@ -289,25 +297,16 @@ void rma__ofi_peer_lost(struct ofi_peer *pe, int err)
 	rma__peer_failed(&pe->base, err);
 }
 
-static struct ofi_key *key_find(struct ofi_peer *pe, uint64_t core)
-{
-	for (unsigned i = 0; i < pe->nkeys; i++)
-		if (pe->keys[i].core == core)
-			return &pe->keys[i];
-	return NULL;
-}
-
 void rma__ofi_peer_key(struct ofi_peer *pe, uint64_t core, int status,
-		       uint64_t fkey, uint64_t base)
+		       uint64_t fkey, uint64_t base, const struct ofi_rawkey *raw)
 {
 	struct ofi_key *k = key_find(pe, core);
 	/* Not asked (or dropped meanwhile: asked again on use), or known and
 	 * this is not a revocation. */
 	if (!k || (k->state != 0 && status == 0))
 		return;
-	k->state = status ? status : 1;
-	k->fkey = fkey;
-	k->base = base;
+	rma__ofi_keys_set(k, pe->ot->domain, pe->ot->raw_u64, status, fkey, base,
+			  raw);
 	rma__peer_kick(&pe->base);
 }
 
@@ -332,28 +331,35 @@ static int key_get(struct ofi_peer *pe, uint64_t core, struct ofi_key **out)
 	}
 	if (!pe->ctl)
 		return -ECONNRESET;
-	if (pe->nkeys == OFI_KEYS_MAX) {
-		/* Full: forget the settled ones; they are asked for again. */
-		unsigned j = 0;
-		for (unsigned i = 0; i < pe->nkeys; i++)
-			if (pe->keys[i].state == 0)
-				pe->keys[j++] = pe->keys[i];
-		pe->nkeys = j;
-		if (j == OFI_KEYS_MAX)
-			return -EAGAIN;
-	}
-	if (pe->nkeys == pe->capkeys) {
-		unsigned cap = pe->capkeys ? 2 * pe->capkeys : 8;
-		struct ofi_key *n = realloc(pe->keys, cap * sizeof *n);
-		if (!n)
-			return -ENOMEM;
-		pe->keys = n;
-		pe->capkeys = cap;
-	}
-	if ((rc = rma__ofi_ctl_ask(pe->ctl, core)))
+	if ((rc = rma__ofi_keys_add(&pe->keys, pe->ot->domain, core, &k)))
 		return rc;
-	pe->keys[pe->nkeys++] = (struct ofi_key){ .core = core };
+	if ((rc = rma__ofi_ctl_ask(pe->ctl, core))) {
+		pe->keys.n--; /* the entry just added */
+		return rc;
+	}
 	return -EAGAIN;
+}
+
+/* A peer without a control connection: the token's key, mapped first
+ * where the domain needs it (FI_MR_RAW) or the token holds key bytes.
+ * The table is indexed by the token's key (the core key for key bytes). */
+static int key_local(struct ofi_peer *pe, const struct rma__rkey *rk,
+		     struct ofi_key **out)
+{
+	struct ofi_key *k = key_find(pe, rk->key);
+	struct ofi_rawkey raw;
+	int rc;
+
+	if (!k) {
+		if (rk->raw && rma__ofi_rawrec_get(rk->raw, rk->raw_len, &raw) < 0)
+			return -EBADMSG; /* ad_parse checked it */
+		if ((rc = rma__ofi_keys_add(&pe->keys, pe->ot->domain, rk->key, &k)))
+			return rc;
+		rma__ofi_keys_set(k, pe->ot->domain, pe->ot->raw_u64, 0, rk->key,
+				  rk->base, rk->raw ? &raw : NULL);
+	}
+	*out = k;
+	return k->state > 0 ? 0 : k->state;
 }
 
 void rma__ofi_disconnect(struct rma__peer *p, int err)
@@ -370,10 +376,10 @@ void rma__ofi_disconnect(struct rma__peer *p, int err)
 	if (pe->oe && pe->n)
 		rma__ofi_cq_drain(pe->oe); /* take what has finished */
 	rma__timer_cancel(ot->e, &pe->abort_tm);
-	peer_reset(pe, err);
+	peer_reset(pe, err); /* every chunk reported: no mapping is held */
 	if (pe->ctl)
 		rma__ofi_ctl_close(pe->ctl);
-	free(pe->keys);
+	rma__ofi_keys_clear(&pe->keys, ot->domain);
 	free(pe);
 }
 
@@ -386,16 +392,20 @@ int rma__ofi_post(struct rma__peer *p, const struct rma__xfer *x)
 	int err;
 
 	uint64_t rkey = x->rk->key, raddr = x->raddr;
+	struct ofi_key *k = NULL;
 	if (pe->reset_due || pe->moved)
 		return -EAGAIN; /* the reset timer runs this round */
 	if (pe->authed) {
 		/* The token names the grant by its core key; the owner told
 		 * us (and only after the handshake) its fabric key. */
-		struct ofi_key *k;
 		if ((err = key_get(pe, rkey, &k)))
 			return err;
 		rkey = k->fkey;
 		raddr = k->base + (x->raddr - x->rk->base);
+	} else if (x->rk->raw || ot->raw_u64) {
+		if ((err = key_local(pe, x->rk, &k)))
+			return err;
+		rkey = k->fkey;
 	}
 	if (!pe->oe && (err = peer_open(pe)))
 		return err;
@@ -404,6 +414,7 @@ int rma__ofi_post(struct rma__peer *p, const struct rma__xfer *x)
 		return -ENOMEM;
 	c->peer = pe;
 	c->core = x->rk->key;
+	c->map = NULL;
 	c->op_id = x->op_id;
 	c->len = x->len;
 	void *desc = x->ldesc ? fi_mr_desc(x->ldesc) : NULL;
@@ -422,6 +433,10 @@ int rma__ofi_post(struct rma__peer *p, const struct rma__xfer *x)
 			     rkey, &c->fctx);
 	}
 	if (rc == 0) {
+		if (k && k->map) { /* held until this chunk is reported */
+			c->map = k->map;
+			c->map->refs++;
+		}
 		c->prev = pe->inflight.prev;
 		c->next = &pe->inflight;
 		c->prev->next = c;

@@ -10,7 +10,8 @@
  *   u8 0x80 | u8 provider word length (0: any) | u16 address length |
  *   provider word | address | u64 key | u64 base
  *
- * The reverse, fabric_unpack, reads the triple out of an owner's blob.
+ * The reverse, fabric_unpack, reads the triple out of an owner's blob
+ * (not of one whose key is FI_MR_RAW bytes: a triple's key is a u64).
  */
 #include <errno.h>
 #include <string.h>
@@ -122,6 +123,10 @@ int rma__ofi_fabric_unpack(const struct rma__topts *o, const void *blob,
 	}
 	if (!has_key) /* an engine address: no window to name */
 		return RMA__DECLINE;
+	const uint8_t *rec;
+	size_t rl;
+	if (!rma__ofi_plain(blob, len) && rma__ofi_blob_raw(blob, len, &rec, &rl) == 0)
+		return RMA__DECLINE; /* FI_MR_RAW key bytes: no u64 key to give */
 	if (al > cap)
 		return -ENOSPC;
 	memcpy(addr, a, al);
