@@ -7,17 +7,27 @@
  *   initiator                          owner
  *   connect()                -------> accept
  *   setup (secret, engine id) <-----> setup
- *                            <------- WELCOME: a serving endpoint of this
- *                                     peer's own, its fabric address
+ *   ADDR its endpoint's      -------> inserted into the AV of a serving
+ *        fabric address, number n     endpoint of this peer's own
+ *                            <------- WELCOME: that endpoint's fabric
+ *                                     address (it holds address n)
  *   KEY core key             -------> the grant with that core key?
  *                            <------- KEYS status, fabric key, base
  *                            <------- REVOKED core key, then WELCOME: the
  *                                     grant was released; a new serving
- *                                     endpoint replaces the old one
+ *                                     endpoint (holding the initiator's
+ *                                     last address) replaces the old one
+ *   ADDR n+1 (a new endpoint) ------> inserted in place of the old one
+ *                            <------- ADDED n+1
  *
  * Messages after the setup are 32 bytes, u32 type | i32 status | u64 a |
- * u64 b | u64 c, little-endian; WELCOME is followed by a (at most
- * OFI_ADDR_MAX) address bytes.  Advertisements carry the core key only,
+ * u64 b | u64 c, little-endian; ADDR and WELCOME are followed by a (at
+ * most OFI_ADDR_MAX) address bytes, and b is the number of the
+ * initiator's address (ADDR, ADDED, WELCOME).  The owner inserts the
+ * initiator's address before it answers because EFA serves an RMA only
+ * from an address the target has in its AV; the initiator posts nothing
+ * from an endpoint until the owner said it holds that endpoint's address.
+ * Advertisements carry the core key only,
  * so a token is useless without passing the handshake.  The connection
  * stays open: its end tells the initiator the owner is gone (every chunk
  * in flight fails at once) and tells the owner to close the peer's serving
@@ -35,8 +45,10 @@
 #include "transport/ofi/ofi.h"
 #include "transport/tcp/tcp.h"
 
-enum { CTL_CONNECTING, CTL_SETUP, CTL_WELCOME, CTL_UP };
-enum { MSG_WELCOME = 1, MSG_KEY = 2, MSG_KEYS = 3, MSG_REVOKED = 4 };
+/* CTL_ADDR: the owner waits for the initiator's first ADDR. */
+enum { CTL_CONNECTING, CTL_SETUP, CTL_ADDR, CTL_WELCOME, CTL_UP };
+enum { MSG_WELCOME = 1, MSG_KEY = 2, MSG_KEYS = 3, MSG_REVOKED = 4,
+       MSG_ADDR = 5, MSG_ADDED = 6 };
 #define MSG_LEN 32
 
 struct ofi_ctl {
@@ -51,6 +63,10 @@ struct ofi_ctl {
 	struct rma__timer tm;   /* initiator: the handshake's deadline */
 	uint64_t *given;        /* owner: core keys handed out */
 	unsigned ngiven, capgiven;
+	uint8_t iaddr[OFI_ADDR_MAX]; /* owner: the initiator's fabric address */
+	size_t iaddr_len;
+	uint64_t iseq;          /* owner: its number, as the initiator counts */
+	fi_addr_t ifa;          /* owner: its entry in serve's AV */
 	uint8_t in[MSG_LEN + OFI_ADDR_MAX];
 	size_t have, need;
 	struct rma__setup s;
@@ -124,6 +140,7 @@ static void ctl_park(struct ofi_ctl *c)
 	    (d = calloc(1, sizeof *d))) {
 		d->ot = ot;
 		d->serve = oe;
+		d->ifa = c->ifa; /* removed when the next peer's goes in */
 		d->given = c->given;
 		d->ngiven = c->ngiven;
 		d->capgiven = c->capgiven;
@@ -157,7 +174,7 @@ static void ctl_fail(struct ofi_ctl *c, int err)
 		rma__ofi_peer_lost(pe, err);
 		return;
 	}
-	if (c->step == CTL_SETUP)
+	if (c->step == CTL_SETUP || (c->step == CTL_ADDR && err == -ETIMEDOUT))
 		rma__refused(&c->ot->refusals, err == -EACCES ? RMA__REFUSED_SECRET
 				: err == -ETIMEDOUT ? RMA__REFUSED_TIMEOUT
 				: RMA__REFUSED_PROTO, rma__now_ns());
@@ -175,8 +192,55 @@ static int setup_start(struct ofi_ctl *c, bool server)
 	return rma__setup_init(&c->s, c->w.fd, server, &sp);
 }
 
-/* Owner: the peer proved the secret.  Give it an endpoint of its own: a
- * parked one (its keys stay on record) or, if fresh, a new one. */
+/* Owner: put the initiator's address into its serving endpoint's AV, in
+ * place of the one there before (an endpoint the initiator closed, or the
+ * last peer of a parked endpoint): EFA serves an RMA only from an address
+ * the target inserted.  Done for every provider, where it is harmless. */
+static int serve_insert(struct ofi_ctl *c)
+{
+	struct ofi_ep *oe = c->serve;
+	int rc;
+
+	if (c->ifa != FI_ADDR_NOTAVAIL)
+		(void)fi_av_remove(oe->av, &c->ifa, 1, 0);
+	c->ifa = FI_ADDR_NOTAVAIL;
+	rc = fi_av_insert(oe->av, c->iaddr, 1, &c->ifa, 0, NULL);
+	if (rc == 1)
+		return 0;
+	c->ifa = FI_ADDR_NOTAVAIL;
+	return rc < 0 ? rma__ofi_err(rc) : -EADDRNOTAVAIL;
+}
+
+/* Owner: an initiator's address was refused.  Logged with its reason at
+ * most once per refusal interval (anybody passes the handshake when there
+ * is no secret); the count goes with the other refusals. */
+static int addr_refused(struct ofi_ctl *c, const char *why, int err)
+{
+	struct ofi_tr *ot = c->ot;
+	int64_t now = rma__now_ns();
+
+	if (!ot->addr_warned || now - ot->addr_warned >= ot->refusals.interval_ns) {
+		rma__warn("ofi: %s: refused a control connection: the initiator's "
+			  "fabric address %s", ot->base.spec, why);
+		ot->addr_warned = now;
+	}
+	rma__refused(&ot->refusals, RMA__REFUSED_PROTO, now);
+	return err;
+}
+
+/* Owner: what an ADDR's bytes must be before they reach the provider: a
+ * fixed-size address as long as our own (same provider and fabric), or
+ * (FI_ADDR_STR, shm) a string ending inside them. */
+static const char *addr_bad(const struct ofi_tr *ot, const uint8_t *a, size_t len)
+{
+	if (ot->info->addr_format == FI_ADDR_STR)
+		return memchr(a, '\0', len) ? NULL : "is not a string";
+	return len == ot->addr_len ? NULL : "has the wrong length";
+}
+
+/* Owner: the peer proved the secret and sent its address.  Give it an
+ * endpoint of its own, holding that address: a parked one (its keys stay
+ * on record) or, if fresh, a new one. */
 static int welcome(struct ofi_ctl *c, bool fresh)
 {
 	struct ofi_tr *ot = c->ot;
@@ -189,20 +253,47 @@ static int welcome(struct ofi_ctl *c, bool fresh)
 		ot->idle = d->next;
 		ot->nidle--;
 		c->serve = d->serve;
+		c->ifa = d->ifa;
 		c->given = d->given;
 		c->ngiven = d->ngiven;
 		c->capgiven = d->capgiven;
 		free(d);
 	} else if ((rc = rma__ofi_ep_open(ot, NULL, &c->serve))) {
 		return rc;
+	} else {
+		c->ifa = FI_ADDR_NOTAVAIL;
 	}
+	if ((rc = serve_insert(c)))
+		return addr_refused(c, "was refused by the provider", rc);
 	rc = fi_getname(&c->serve->ep->fid, m + MSG_LEN, &al);
 	if (rc)
 		return rma__ofi_err(rc);
-	msg_put(m, MSG_WELCOME, 0, al, 0, 0);
+	msg_put(m, MSG_WELCOME, 0, al, c->iseq, 0);
 	c->step = CTL_UP;
 	c->need = MSG_LEN;
 	return send_all(c->w.fd, m, MSG_LEN + al);
+}
+
+/* Owner: ADDR, whole.  The first one gets the peer its serving endpoint
+ * (WELCOME); a later one (the initiator replaced its endpoint) takes the
+ * old one's place in the AV (ADDED). */
+static int on_addr(struct ofi_ctl *c, uint64_t len, uint64_t seq)
+{
+	const char *why = addr_bad(c->ot, c->in + MSG_LEN, len);
+	uint8_t m[MSG_LEN];
+	int rc;
+
+	if (why)
+		return addr_refused(c, why, -EPROTO);
+	memcpy(c->iaddr, c->in + MSG_LEN, len);
+	c->iaddr_len = len;
+	c->iseq = seq;
+	if (c->step == CTL_ADDR)
+		return welcome(c, false);
+	if ((rc = serve_insert(c)))
+		return addr_refused(c, "was refused by the provider", rc);
+	msg_put(m, MSG_ADDED, 0, 0, seq, 0);
+	return send_all(c->w.fd, m, MSG_LEN);
 }
 
 static struct ofi_grant *grant_find(struct ofi_tr *ot, uint64_t core)
@@ -252,8 +343,20 @@ static int on_msg(struct ofi_ctl *c)
 
 	if (status > 0 || status < -4095)
 		return -EPROTO;
-	if (!c->peer) /* owner: only KEY */
-		return type == MSG_KEY && !status ? answer_key(c, a) : -EPROTO;
+	if (!c->peer && type == MSG_ADDR && !status) {
+		/* The length is checked before a byte of the address is read:
+		 * c->in holds OFI_ADDR_MAX of them. */
+		if (!a || a > OFI_ADDR_MAX)
+			return addr_refused(c, "is too long or empty", -EPROTO);
+		if (c->need == MSG_LEN) {
+			c->need += a;
+			return 1;
+		}
+		return on_addr(c, a, b);
+	}
+	if (!c->peer) /* owner: else only KEY, once welcomed */
+		return type == MSG_KEY && !status && c->step == CTL_UP
+		       ? answer_key(c, a) : -EPROTO;
 	if (c->step == CTL_WELCOME && type == MSG_WELCOME) {
 		if (status)
 			return status;
@@ -265,7 +368,7 @@ static int on_msg(struct ofi_ctl *c)
 		}
 		c->step = CTL_UP;
 		rma__timer_cancel(c->ot->e, &c->tm);
-		rma__ofi_peer_up(c->peer, c->in + MSG_LEN, a);
+		rma__ofi_peer_up(c->peer, c->in + MSG_LEN, a, b);
 		return 0;
 	}
 	if (c->step == CTL_UP && type == MSG_WELCOME) { /* moved */
@@ -276,6 +379,10 @@ static int on_msg(struct ofi_ctl *c)
 			return 1;
 		}
 		rma__ofi_peer_moved(c->peer, c->in + MSG_LEN, a);
+		return 0;
+	}
+	if (c->step == CTL_UP && type == MSG_ADDED && !status) {
+		rma__ofi_peer_added(c->peer, b);
 		return 0;
 	}
 	if (c->step == CTL_UP && type == MSG_REVOKED) {
@@ -359,11 +466,15 @@ static void ctl_cb(struct rma__watch *w, uint32_t ev)
 		/* Authenticated: nothing before this point gave anything away. */
 		c->have = 0;
 		c->need = MSG_LEN;
-		if (c->peer)
-			c->step = CTL_WELCOME;
-		else if ((rc = welcome(c, false))) {
+		/* The initiator opens its endpoint now and sends its address;
+		 * the owner waits for it (under the handshake's deadline). */
+		if (!c->peer) {
+			c->step = CTL_ADDR;
+		} else if ((rc = rma__ofi_peer_hello(c->peer))) {
 			ctl_fail(c, rc);
 			return;
+		} else {
+			c->step = CTL_WELCOME;
 		}
 		if ((rc = rma__watch_mod(c->ot->e, w, EPOLLIN))) {
 			ctl_fail(c, rc);
@@ -395,6 +506,7 @@ static struct ofi_ctl *ctl_new(struct ofi_tr *ot, int fd)
 	c->w.fd = fd;
 	c->w.cb = ctl_cb;
 	c->w.release = ctl_release;
+	c->ifa = FI_ADDR_NOTAVAIL;
 	return c;
 }
 
@@ -408,7 +520,7 @@ static void tick_cb(struct rma__timer *tm)
 
 	for (struct ofi_ctl *c = ot->served, *next; c; c = next) {
 		next = c->next;
-		if (c->step != CTL_SETUP)
+		if (c->step != CTL_SETUP && c->step != CTL_ADDR)
 			continue;
 		if (now > c->deadline)
 			ctl_fail(c, -ETIMEDOUT);
@@ -528,6 +640,17 @@ int rma__ofi_ctl_connect(struct ofi_peer *pe, const uint8_t *ctl, size_t len)
 	return 0;
 }
 
+int rma__ofi_ctl_addr(struct ofi_ctl *c, const void *addr, size_t len,
+		      uint64_t seq)
+{
+	uint8_t m[MSG_LEN + OFI_ADDR_MAX];
+	if (!len || len > OFI_ADDR_MAX)
+		return -ENAMETOOLONG;
+	msg_put(m, MSG_ADDR, 0, len, seq, 0);
+	memcpy(m + MSG_LEN, addr, len);
+	return send_all(c->w.fd, m, MSG_LEN + len);
+}
+
 int rma__ofi_ctl_ask(struct ofi_ctl *c, uint64_t core)
 {
 	uint8_t m[MSG_LEN];
@@ -596,4 +719,20 @@ int rma__ofi_ctl_arm(struct ofi_tr *ot)
 			return -EAGAIN;
 	}
 	return 0;
+}
+
+int rma__ofi_ctl_holding(struct rma__transport *t, const void *addr, size_t len)
+{
+	struct ofi_tr *ot = container_of(t, struct ofi_tr, base);
+	int n = 0;
+	for (struct ofi_ctl *c = ot->served; c; c = c->next) {
+		uint8_t got[OFI_ADDR_MAX];
+		size_t gl = sizeof got;
+		/* The provider's answer, not our copy of what we inserted. */
+		if (c->serve && c->ifa != FI_ADDR_NOTAVAIL &&
+		    fi_av_lookup(c->serve->av, c->ifa, got, &gl) == 0 &&
+		    gl == len && !memcmp(got, addr, len))
+			n++;
+	}
+	return n;
 }

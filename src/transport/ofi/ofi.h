@@ -90,10 +90,13 @@ struct ofi_peer {
 	bool moved;              /* the owner gave a new serving address */
 	uint8_t new_addr[OFI_ADDR_MAX];
 	size_t new_addr_len;
-	struct ofi_ep *oe;       /* NULL until first post or after a reset */
+	struct ofi_ep *oe;       /* NULL before the handshake, after a reset
+	                          * until the next post; raw peers: from connect */
 	fi_addr_t fa;
 	uint8_t addr[OFI_ADDR_MAX];
 	size_t addr_len;
+	uint64_t addr_seq;       /* our endpoints' addresses sent to the owner */
+	bool addr_wait;          /* oe's address not yet confirmed: no posts */
 	struct ofi_ctx inflight; /* list head */
 	unsigned n;              /* chunks in inflight */
 	bool stalled;            /* post said -EAGAIN: kick after progress */
@@ -141,6 +144,7 @@ struct ofi_tr {
 	unsigned nserved;
 	struct ofi_grant *grants;
 	struct rma__refusals refusals;
+	int64_t addr_warned;     /* owner: last bad initiator address logged */
 	struct rma__timer tick;  /* owner: handshake deadlines, refusal log */
 };
 
@@ -168,7 +172,13 @@ int rma__ofi_arm(struct rma__transport *t);
 void rma__ofi_cq_drain(struct ofi_ep *oe);
 void rma__ofi_peers_fini(struct ofi_tr *ot);
 /* peer.c, for ctl.c */
-void rma__ofi_peer_up(struct ofi_peer *pe, const uint8_t *addr, size_t len);
+/* The handshake passed: open the peer's endpoint and send its address. */
+int rma__ofi_peer_hello(struct ofi_peer *pe);
+/* WELCOME: the owner's serving address, which holds our address seq. */
+void rma__ofi_peer_up(struct ofi_peer *pe, const uint8_t *addr, size_t len,
+		      uint64_t seq);
+/* ADDED: the owner holds our address seq. */
+void rma__ofi_peer_added(struct ofi_peer *pe, uint64_t seq);
 void rma__ofi_peer_lost(struct ofi_peer *pe, int err);
 void rma__ofi_peer_key(struct ofi_peer *pe, uint64_t core, int status,
 		       uint64_t fkey, uint64_t base);
@@ -179,6 +189,10 @@ int rma__ofi_ctl_listen(struct ofi_tr *ot, const char *at, const char *advertise
 void rma__ofi_ctl_fini(struct ofi_tr *ot);
 int rma__ofi_ctl_connect(struct ofi_peer *pe, const uint8_t *ctl, size_t len);
 int rma__ofi_ctl_ask(struct ofi_ctl *c, uint64_t core);
+/* Initiator: our endpoint's fabric address, number seq, for the owner to
+ * insert (ADDR). */
+int rma__ofi_ctl_addr(struct ofi_ctl *c, const void *addr, size_t len,
+		      uint64_t seq);
 /* Initiator: read what the owner sent so far (notices of revoked keys
  * come before the endpoint they ended). */
 void rma__ofi_ctl_poll(struct ofi_ctl *c);
@@ -196,6 +210,13 @@ int rma__ofi_blob_parse(const void *blob, size_t len, const char **prov,
 			size_t *prov_len, const char **fab, size_t *fab_len,
 			const uint8_t **addr, size_t *addr_len, uint64_t *key,
 			uint64_t *base, bool *has_key);
+
+/* For tests (the engine's lock held).  Owner: how many peers' serving
+ * endpoints hold addr in their AV, as the provider resolves the entry
+ * inserted for the peer.  Initiator: the fabric address of the newest
+ * peer's endpoint: its length, -ENOENT (none open) or -ENOSPC. */
+int rma__ofi_ctl_holding(struct rma__transport *t, const void *addr, size_t len);
+int rma__ofi_peer_name(struct rma__transport *t, void *buf, size_t cap);
 
 /* raw.c */
 bool rma__ofi_plain(const void *blob, size_t len); /* a plain peer's blob? */
