@@ -67,6 +67,7 @@ struct ofi_ctl {
 	size_t iaddr_len;
 	uint64_t iseq;          /* owner: its number, as the initiator counts */
 	fi_addr_t ifa;          /* owner: its entry in serve's AV */
+	unsigned naddr;         /* owner: entries in serve's AV */
 	uint8_t in[MSG_LEN + OFI_ADDR_MAX];
 	size_t have, need;
 	struct rma__setup s;
@@ -137,10 +138,11 @@ static void ctl_park(struct ofi_ctl *c)
 
 	c->serve = NULL;
 	if (oe && ot->nidle < OFI_IDLE_MAX && c->ngiven <= 256 &&
+	    c->naddr < OFI_SERVE_ADDRS / 2 &&
 	    (d = calloc(1, sizeof *d))) {
 		d->ot = ot;
 		d->serve = oe;
-		d->ifa = c->ifa; /* removed when the next peer's goes in */
+		d->naddr = c->naddr;
 		d->given = c->given;
 		d->ngiven = c->ngiven;
 		d->capgiven = c->capgiven;
@@ -192,22 +194,31 @@ static int setup_start(struct ofi_ctl *c, bool server)
 	return rma__setup_init(&c->s, c->w.fd, server, &sp);
 }
 
-/* Owner: put the initiator's address into its serving endpoint's AV, in
- * place of the one there before (an endpoint the initiator closed, or the
- * last peer of a parked endpoint): EFA serves an RMA only from an address
- * the target inserted.  Done for every provider, where it is harmless. */
+/* Owner: put the initiator's address into its serving endpoint's AV: EFA
+ * serves an RMA only from an address the target inserted.  Done for every
+ * provider, where it is harmless.  Entries are never removed (the old
+ * address of an endpoint the initiator closed, or a parked endpoint's last
+ * peer): the provider may still be closing that connection, and
+ * tcp;ofi_rxm keeps kilobytes per removed entry for good.  So an endpoint
+ * holds at most OFI_SERVE_ADDRS addresses. */
 static int serve_insert(struct ofi_ctl *c)
 {
 	struct ofi_ep *oe = c->serve;
 	int rc;
 
-	if (c->ifa != FI_ADDR_NOTAVAIL)
-		(void)fi_av_remove(oe->av, &c->ifa, 1, 0);
+	if (c->naddr >= OFI_SERVE_ADDRS)
+		return -EMLINK;
 	c->ifa = FI_ADDR_NOTAVAIL;
 	rc = fi_av_insert(oe->av, c->iaddr, 1, &c->ifa, 0, NULL);
-	if (rc == 1)
+	if (rc == 1) {
+		c->naddr++;
 		return 0;
+	}
+	/* Not kept for another peer: after refusing an address, a tcp;ofi_rxm
+	 * AV was seen to refuse the next good one too (-EINVAL). */
 	c->ifa = FI_ADDR_NOTAVAIL;
+	rma__ofi_ep_close(oe);
+	c->serve = NULL;
 	return rc < 0 ? rma__ofi_err(rc) : -EADDRNOTAVAIL;
 }
 
@@ -253,7 +264,7 @@ static int welcome(struct ofi_ctl *c, bool fresh)
 		ot->idle = d->next;
 		ot->nidle--;
 		c->serve = d->serve;
-		c->ifa = d->ifa;
+		c->naddr = d->naddr;
 		c->given = d->given;
 		c->ngiven = d->ngiven;
 		c->capgiven = d->capgiven;
@@ -261,10 +272,11 @@ static int welcome(struct ofi_ctl *c, bool fresh)
 	} else if ((rc = rma__ofi_ep_open(ot, NULL, &c->serve))) {
 		return rc;
 	} else {
-		c->ifa = FI_ADDR_NOTAVAIL;
+		c->naddr = 0;
 	}
 	if ((rc = serve_insert(c)))
-		return addr_refused(c, "was refused by the provider", rc);
+		return addr_refused(c, rc == -EMLINK ? "is one too many"
+				    : "was refused by the provider", rc);
 	rc = fi_getname(&c->serve->ep->fid, m + MSG_LEN, &al);
 	if (rc)
 		return rma__ofi_err(rc);
@@ -291,7 +303,8 @@ static int on_addr(struct ofi_ctl *c, uint64_t len, uint64_t seq)
 	if (c->step == CTL_ADDR)
 		return welcome(c, false);
 	if ((rc = serve_insert(c)))
-		return addr_refused(c, "was refused by the provider", rc);
+		return addr_refused(c, rc == -EMLINK ? "is one too many"
+				    : "was refused by the provider", rc);
 	msg_put(m, MSG_ADDED, 0, 0, seq, 0);
 	return send_all(c->w.fd, m, MSG_LEN);
 }

@@ -45,6 +45,7 @@
 #define OFI_MAX_CTL 4096                     /* owner: control connections */
 #define OFI_KEYS_MAX 1024                    /* initiator: keys kept per peer */
 #define OFI_IDLE_MAX 16                      /* owner: serving endpoints kept */
+#define OFI_SERVE_ADDRS 1024 /* owner: initiator addresses in a serving AV */
 
 struct ofi_ctl;
 
