@@ -44,14 +44,15 @@ static char spec[64];
 /* ---- log capture ---- */
 static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
 static int n_addr_lines, n_limit_lines;
+static char first_addr_line[256];
 
 static void log_cb(void *arg, int level, const char *msg)
 {
 	(void)arg;
 	fprintf(stderr, "log %d: %s\n", level, msg);
 	pthread_mutex_lock(&log_mu);
-	if (strstr(msg, "the initiator's fabric address"))
-		n_addr_lines++;
+	if (strstr(msg, "the initiator's fabric address") && !n_addr_lines++)
+		snprintf(first_addr_line, sizeof first_addr_line, "%s", msg);
 	if (strstr(msg, "ofi: refused") && !strstr(msg, "over a connection limit 0"))
 		n_limit_lines++;
 	pthread_mutex_unlock(&log_mu);
@@ -302,12 +303,18 @@ static int case_bad_addr(void)
 	close(fd);
 
 	/* Too long: refused on its header, before 200 bytes are read (only
-	 * 100 come: an owner waiting for the rest never answers). */
+	 * 100 come: an owner waiting for the rest would drop the connection
+	 * at its handshake deadline instead, so the logged reason tells).
+	 * The first refusal: the one whose reason is logged. */
 	fd = ctl_dial(&ctl, NULL);
 	CHECK_RC(raw_setup(fd), 0);
 	raw_addr(fd, 200, junk, 100);
 	CHECKF(raw_answer(fd) == 0, "an address of 200 bytes was not refused");
 	close(fd);
+	pthread_mutex_lock(&log_mu);
+	CHECKF(strstr(first_addr_line, "too long"), "the refusal of a 200-byte "
+	       "address gave the reason '%s'", first_addr_line);
+	pthread_mutex_unlock(&log_mu);
 	/* One byte short of the provider's length. */
 	fd = ctl_dial(&ctl, NULL);
 	CHECK_RC(raw_setup(fd), 0);
