@@ -348,10 +348,125 @@ static int case_bad_addr(void)
 	return 0;
 }
 
+/* A control session that may be refused anywhere: 1 if the owner sent
+ * WELCOME (fd left open in *out), else 0 (fd closed). */
+static int raw_try(const struct sockaddr_in *ctl, const char *src,
+		   const uint8_t *fa, size_t fl, int *out)
+{
+	int fd = ctl_dial(ctl, src);
+	uint8_t key[16], b[RMA__SETUP_HDR_SIZE], m[32 + 128] = { 5 };
+	struct rma__setup_msg sm = { .step = 1, .kind = 3, .engine_id = 99,
+				     .nonce = 0x55 };
+	rma__setup_key(NULL, key);
+	rma__setup_msg_encode(&sm, b);
+	if (send(fd, b, sizeof b, MSG_NOSIGNAL) != (ssize_t)sizeof b ||
+	    recv(fd, b, sizeof b, MSG_WAITALL) != (ssize_t)sizeof b ||
+	    rma__setup_msg_decode(b, sizeof b, &sm) || sm.step != 2)
+		goto refused;
+	uint64_t snonce = sm.nonce;
+	memset(&sm, 0, sizeof sm);
+	sm.step = 3;
+	sm.kind = 3;
+	rma__setup_proof(key, 'C', snonce, NULL, 0, sm.proof);
+	rma__setup_msg_encode(&sm, b);
+	if (send(fd, b, sizeof b, MSG_NOSIGNAL) != (ssize_t)sizeof b ||
+	    recv(fd, b, sizeof b, MSG_WAITALL) != (ssize_t)sizeof b ||
+	    rma__setup_msg_decode(b, sizeof b, &sm) || sm.step != 4 || sm.status)
+		goto refused;
+	m[8] = (uint8_t)fl;
+	m[16] = 1;
+	memcpy(m + 32, fa, fl);
+	if (send(fd, m, 32 + fl, MSG_NOSIGNAL) != (ssize_t)(32 + fl))
+		goto refused;
+	int a = raw_answer(fd);
+	CHECKF(a >= 0, "no answer to a control session");
+	if (a == 1) {
+		*out = fd;
+		return 1;
+	}
+refused:
+	close(fd);
+	return 0;
+}
+
+#define LIM 4
+#define FLOOD 8
+#define SILENT 12
+static int case_limit(void)
+{
+	char own_spec[160];
+	snprintf(own_spec, sizeof own_spec, "%s:max_addr_conns=%d:"
+		 "max_addr_handshakes=%d:handshake_ms=60000", spec, LIM, LIM);
+	rma_set_log(RMA_LOG_WARN, log_cb, NULL);
+	rma_engine *own = engine_of(own_spec);
+	struct window w;
+	window_open(own, &w, MiB);
+	const uint8_t *fa;
+	size_t fl;
+	struct sockaddr_in ctl;
+	ofi_parts(w.ad, w.adlen, &ctl, &fa, &fl);
+
+	/* Authenticated sessions from one address: LIM get in. */
+	int held[FLOOD], nheld = 0;
+	for (int i = 0; i < FLOOD; i++)
+		nheld += raw_try(&ctl, "127.0.0.2", fa, fl, &held[nheld]);
+	printf("limit: %d of %d sessions from 127.0.0.2 welcomed\n", nheld, FLOOD);
+	CHECKF(nheld == LIM, "%d sessions from one address got in, the cap "
+	       "is %d", nheld, LIM);
+	/* The refusals are reported as a count, not a line each. */
+	int64_t t0 = test_now_ms();
+	while (!log_count(&n_limit_lines) && test_now_ms() - t0 < 30000)
+		test_sleep_ms(20);
+	int lines = log_count(&n_limit_lines);
+	CHECKF(lines >= 1, "no refusal over the limit was logged");
+	CHECKF(lines < FLOOD - LIM, "%d refusals took %d lines", FLOOD - LIM, lines);
+
+	/* Silent connections from another address: each new one beyond LIM
+	 * evicts that address's oldest (their handshake deadline is a minute
+	 * away), so the newest LIM are left. */
+	int silent[SILENT];
+	for (int i = 0; i < SILENT; i++) {
+		silent[i] = ctl_dial(&ctl, "127.0.0.3");
+		/* accepted before the next one comes: the order is known */
+		uint8_t b;
+		struct pollfd pf = { .fd = silent[i], .events = POLLIN };
+		(void)poll(&pf, 1, 50);
+		(void)b;
+	}
+	for (int i = 0; i < SILENT - LIM; i++) {
+		uint8_t b;
+		ssize_t n = recv(silent[i], &b, 1, 0);
+		CHECKF(n <= 0 && !(n < 0 && errno == EAGAIN), "silent connection %d "
+		       "of %d was not evicted", i, SILENT);
+	}
+	for (int i = SILENT - LIM; i < SILENT; i++) {
+		CHECK_RC(raw_setup(silent[i]), 0); /* still served */
+		close(silent[i]);
+	}
+	for (int i = 0; i < SILENT - LIM; i++)
+		close(silent[i]);
+
+	/* An engine from 127.0.0.1 passes the handshake and moves data. */
+	rma_engine *ini = engine_of(spec);
+	char *buf = test_alloc(MiB);
+	rma_region *l = integ_region(ini, buf, MiB);
+	test_fill(buf, MiB, 3);
+	CHECK_RC(integ_op(ini, RMA_OP_PUT, l, w.rem, 0, MiB, 20000), MiB);
+	CHECK_EQ(test_check_fill(w.mem, MiB, 3), -1);
+	for (int i = 0; i < nheld; i++)
+		close(held[i]);
+	rma_engine_destroy(ini);
+	rma_remote_free(w.rem);
+	rma_engine_destroy(own);
+	rma_set_log(RMA_LOG_WARN, NULL, NULL);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
 } cases[] = {
+	{ "limit", case_limit },
 	{ "insert", case_insert },
 	{ "bad_addr", case_bad_addr },
 };

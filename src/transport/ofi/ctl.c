@@ -71,6 +71,7 @@ struct ofi_ctl {
 	uint8_t in[MSG_LEN + OFI_ADDR_MAX];
 	size_t have, need;
 	struct rma__setup s;
+	struct rma__admitted adm; /* owner: its address, its place in the caps */
 };
 
 static void msg_put(uint8_t *b, uint32_t type, int32_t status, uint64_t a,
@@ -111,6 +112,7 @@ void rma__ofi_ctl_close(struct ofi_ctl *c)
 			*pp = c->next;
 			ot->nserved--;
 		}
+		rma__admit_drop(&ot->admit, &c->adm);
 	}
 	/* The serving endpoint first: once closed, the provider moves no
 	 * more bytes for this peer. */
@@ -476,7 +478,10 @@ static void ctl_cb(struct rma__watch *w, uint32_t ev)
 			ctl_fail(c, rc);
 			return;
 		}
-		/* Authenticated: nothing before this point gave anything away. */
+		/* Authenticated: nothing before this point gave anything away.
+		 * Within the caps on authenticated connections, or refused. */
+		if (!c->peer && !rma__admit_up(&c->ot->admit, &c->adm))
+			return;
 		c->have = 0;
 		c->need = MSG_LEN;
 		/* The initiator opens its endpoint now and sends its address;
@@ -541,8 +546,9 @@ static void tick_cb(struct rma__timer *tm)
 			pending = true;
 	}
 	rma__refusals_log(&ot->refusals, now);
-	if (pending || ot->refusals.n[RMA__REFUSED_SECRET] ||
-	    ot->refusals.n[RMA__REFUSED_PROTO] || ot->refusals.n[RMA__REFUSED_TIMEOUT])
+	for (int i = 0; i < RMA__REFUSED_N; i++)
+		pending |= ot->refusals.n[i] != 0;
+	if (pending)
 		rma__timer_arm(ot->e, tm, now + 100 * 1000000LL);
 }
 
@@ -550,21 +556,32 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 {
 	struct ofi_tr *ot = container_of(w, struct ofi_tr, lw);
 	for (int i = 0; i < 32; i++) {
-		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			return;
-		if (ot->nserved >= OFI_MAX_CTL) {
-			rma__refused(&ot->refusals, RMA__REFUSED_LIMIT, rma__now_ns());
-			close(fd);
-			continue;
+		struct sockaddr_storage sa;
+		socklen_t sl = sizeof sa;
+		uint8_t raddr[16];
+		int fd = accept4(w->fd, (struct sockaddr *)&sa, &sl,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			/* Out of fds: shed a handshake for the next round. */
+			if (errno == EMFILE || errno == ENFILE) {
+				rma__refused(&ot->refusals, RMA__REFUSED_LIMIT,
+					     rma__now_ns());
+				rma__admit_make_room(&ot->admit, NULL);
+			}
+			break;
 		}
+		/* One address cannot hold every handshake slot: its own
+		 * oldest goes first. */
+		rma__admit_raddr(&sa, raddr);
+		rma__admit_make_room(&ot->admit, raddr);
 		rma__tcp_tune_socket(fd);
 		struct ofi_ctl *c = ctl_new(ot, fd);
 		if (!c) {
 			close(fd);
 			continue;
 		}
-		c->deadline = rma__now_ns() + OFI_SERVE_HS_NS;
+		memcpy(c->adm.raddr, raddr, 16);
+		c->deadline = rma__now_ns() + ot->admit.lim.handshake_ns;
 		if (setup_start(c, true) || rma__watch_add(ot->e, &c->w, EPOLLIN)) {
 			close(fd);
 			free(c);
@@ -573,9 +590,41 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 		c->next = ot->served;
 		ot->served = c;
 		ot->nserved++;
-		if (!rma__timer_armed(&ot->tick))
-			rma__timer_arm(ot->e, &ot->tick, rma__now_ns() + 100 * 1000000LL);
+		rma__admit_handshake(&ot->admit, &c->adm);
 	}
+	if (ot->nserved && !rma__timer_armed(&ot->tick))
+		rma__timer_arm(ot->e, &ot->tick, rma__now_ns() + 100 * 1000000LL);
+}
+
+/* The caps' view of a control connection (admit.h).  None is ever idle:
+ * its peer's transfers need no control traffic, and closing it would
+ * close their serving endpoint. */
+static bool adm_silent(struct rma__admitted *a)
+{
+	struct ofi_ctl *c = container_of(a, struct ofi_ctl, adm);
+	return c->step == CTL_SETUP && rma__admit_silent(&c->s, c->w.fd);
+}
+
+static void adm_evict(struct rma__admitted *a)
+{
+	ctl_park(container_of(a, struct ofi_ctl, adm));
+}
+
+static const struct rma__admit_ops adm_ops = {
+	.silent = adm_silent,
+	.evict = adm_evict,
+};
+
+int rma__ofi_ctl_limits(struct ofi_tr *ot, const struct rma__topts *o)
+{
+	static const struct rma__admit_limits dflt = {
+		.conns = 4096, .handshakes = 64, .addr_conns = 1024,
+		.addr_handshakes = 32, .handshake_ns = 3000 * 1000000LL,
+		.idle_ns = -1, /* no idle timeout */
+	};
+	ot->admit.ops = &adm_ops;
+	ot->admit.refusals = &ot->refusals;
+	return rma__admit_options("ofi", o, &dflt, &ot->admit.lim);
 }
 
 int rma__ofi_ctl_listen(struct ofi_tr *ot, const char *at, const char *advertise)

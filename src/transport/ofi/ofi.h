@@ -21,6 +21,7 @@
 
 /* transport.h first: libfabric defines container_of only if unset. */
 #include "transport/transport.h"
+#include "transport/admit.h"
 #include "transport/setup.h"
 #include "util/util.h"
 
@@ -41,8 +42,6 @@
 #define OFI_SETUP_KIND 3                    /* setup.h kind: ofi's control */
 #define OFI_CTL_ADDR_MAX 19                 /* tcp-format address: v4 7, v6 19 */
 #define OFI_HANDSHAKE_NS (10LL * 1000000000) /* initiator: setup to WELCOME */
-#define OFI_SERVE_HS_NS (3LL * 1000000000)   /* owner: setup to done */
-#define OFI_MAX_CTL 4096                     /* owner: control connections */
 #define OFI_KEYS_MAX 1024                    /* initiator: keys kept per peer */
 #define OFI_IDLE_MAX 16                      /* owner: serving endpoints kept */
 #define OFI_SERVE_ADDRS 1024 /* owner: initiator addresses in a serving AV */
@@ -143,6 +142,7 @@ struct ofi_tr {
 	struct ofi_ctl *idle;    /* owner: serving endpoints whose peer left */
 	unsigned nidle;
 	unsigned nserved;
+	struct rma__admit admit; /* owner: caps on control connections */
 	struct ofi_grant *grants;
 	struct rma__refusals refusals;
 	int64_t addr_warned;     /* owner: last bad initiator address logged */
@@ -186,6 +186,8 @@ void rma__ofi_peer_key(struct ofi_peer *pe, uint64_t core, int status,
 void rma__ofi_peer_moved(struct ofi_peer *pe, const uint8_t *addr, size_t len);
 
 /* ctl.c */
+/* The control listener's limits (admit.h): defaults or options. */
+int rma__ofi_ctl_limits(struct ofi_tr *ot, const struct rma__topts *o);
 int rma__ofi_ctl_listen(struct ofi_tr *ot, const char *at, const char *advertise);
 void rma__ofi_ctl_fini(struct ofi_tr *ot);
 int rma__ofi_ctl_connect(struct ofi_peer *pe, const uint8_t *ctl, size_t len);
