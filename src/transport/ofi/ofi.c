@@ -323,9 +323,10 @@ static int ofi_init(struct rma_engine *e, const struct rma__topts *o,
 	ot->engine_id = par->engine_id;
 	rma__setup_key(par->secret, ot->key);
 	ot->open = !par->secret || !*par->secret;
-	if ((rc = rma__ofi_ctl_limits(ot, o))) {
+	int lrc = rma__ofi_ctl_limits(ot, o); /* rc stays -ENODEV for the loop */
+	if (lrc) {
 		free(ot);
-		return rc;
+		return lrc;
 	}
 	pthread_once(&probe_once, probe_run);
 	for (i = 0; i < RMA_ARRAY_SIZE(provs); i++) {
