@@ -17,7 +17,7 @@
  *                                     grant was released; a new serving
  *                                     endpoint (holding the initiator's
  *                                     last address) replaces the old one
- *   ADDR n+1 (a new endpoint) ------> inserted in place of the old one
+ *   ADDR n+1 (a new endpoint) ------> inserted too (serve_insert)
  *                            <------- ADDED n+1
  *
  * Messages after the setup are 32 bytes, u32 type | i32 status | u64 a |
