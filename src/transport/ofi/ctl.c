@@ -289,8 +289,8 @@ static int welcome(struct ofi_ctl *c, bool fresh)
 }
 
 /* Owner: ADDR, whole.  The first one gets the peer its serving endpoint
- * (WELCOME); a later one (the initiator replaced its endpoint) takes the
- * old one's place in the AV (ADDED). */
+ * (WELCOME); a later one (the initiator replaced its endpoint) joins the
+ * same AV (ADDED). */
 static int on_addr(struct ofi_ctl *c, uint64_t len, uint64_t seq)
 {
 	const char *why = addr_bad(c->ot, c->in + MSG_LEN, len);
