@@ -87,17 +87,27 @@ RMA_EXPORT int rma_poll(rma_engine *e, struct rma_completion *out, size_t max)
 
 	if (!e || (!out && max))
 		return -EINVAL;
-	/* Empty: a caller spinning here drives progress itself, and the
-	 * progress thread stands aside until the lease runs out, rather
-	 * than two threads fighting for the cores over the same work. */
-	if (!__atomic_load_n(&e->cq_count, __ATOMIC_ACQUIRE)) {
-		/* (Not in callback mode: completions never come here, and a
-		 * caller holding a lock its callback takes must not run it.) */
-		if (!e->has_thread || __atomic_load_n(&e->cb, __ATOMIC_RELAXED))
-			return 0;
+	/* A caller polling drives progress itself (when the queue is empty),
+	 * and the progress thread stands aside until the lease runs out,
+	 * rather than two threads fighting for the cores and the transports'
+	 * locks over the same work.  (Not in callback mode: completions never
+	 * come here, and a caller holding a lock its callback takes must not
+	 * run it.) */
+	bool drive = e->has_thread && !__atomic_load_n(&e->cb, __ATOMIC_RELAXED);
+	if (drive)
 		__atomic_store_n(&e->poll_lease, rma__now_ns() + RMA__POLL_LEASE_NS,
 				 __ATOMIC_RELAXED);
-		if (rma__progress_once(e, 0) == 0)
+	if (!__atomic_load_n(&e->cq_count, __ATOMIC_ACQUIRE)) {
+		if (!drive)
+			return 0;
+		/* A round can outlast the lease (a large get's bytes are
+		 * copied in it): the thread waits for it all the same. */
+		__atomic_add_fetch(&e->polling, 1, __ATOMIC_RELAXED);
+		int got = rma__progress_once(e, 0);
+		__atomic_store_n(&e->poll_lease, rma__now_ns() + RMA__POLL_LEASE_NS,
+				 __ATOMIC_RELAXED);
+		__atomic_sub_fetch(&e->polling, 1, __ATOMIC_RELAXED);
+		if (got == 0)
 			sched_yield(); /* nothing came: let a peer on our core run */
 		if (!__atomic_load_n(&e->cq_count, __ATOMIC_ACQUIRE))
 			return 0;

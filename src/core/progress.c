@@ -174,12 +174,13 @@ static int sleep_ms(struct rma_engine *e)
 
 /* Someone else drives progress: a waiter in rma__wait_until (or one that
  * left within PARK_NS: a loop of rma_submit is between two calls), or an
- * rma_poll caller whose lease is current. */
+ * rma_poll caller inside a round or whose lease is current. */
 static bool driven(struct rma_engine *e, int64_t *lease)
 {
 	int64_t now = rma__now_ns();
 	*lease = __atomic_load_n(&e->poll_lease, __ATOMIC_RELAXED);
 	return __atomic_load_n(&e->waiters, __ATOMIC_RELAXED) || *lease > now ||
+	       __atomic_load_n(&e->polling, __ATOMIC_RELAXED) ||
 	       now - __atomic_load_n(&e->waiter_left, __ATOMIC_RELAXED) < PARK_NS;
 }
 
@@ -202,15 +203,20 @@ static void park(struct rma_engine *e)
 	while (!__atomic_load_n(&e->stop, __ATOMIC_RELAXED) && driven(e, &lease)) {
 		bool waiter = __atomic_load_n(&e->waiters, __ATOMIC_RELAXED) ||
 			      lease < __atomic_load_n(&e->waiter_left, __ATOMIC_RELAXED);
-		int64_t until = rma__now_ns() + wait;
-		if (!waiter && lease < until)
-			until = lease; /* only a poller drives */
-		else
+		int64_t now = rma__now_ns(), until;
+		if (waiter) {
+			until = now + wait;
 			wait = RMA_MIN(2 * wait, PARK_MAX_NS);
+		} else {
+			/* Only a poller drives: look when its lease ends (one
+			 * that went to sleep on the completion fd needs us). */
+			until = RMA_MAX(lease, now + 1000);
+		}
 		struct timespec ts = {(time_t)(until / 1000000000),
 				      (long)(until % 1000000000)};
 		if (pthread_cond_timedwait(&e->pt_cv, &e->park_mu, &ts) == ETIMEDOUT &&
-		    !__atomic_load_n(&e->waiters, __ATOMIC_RELAXED) &&
+		    waiter && !__atomic_load_n(&e->waiters, __ATOMIC_RELAXED) &&
+		    !__atomic_load_n(&e->polling, __ATOMIC_RELAXED) &&
 		    __atomic_load_n(&e->poll_lease, __ATOMIC_RELAXED) < rma__now_ns()) {
 			pthread_mutex_unlock(&e->park_mu);
 			rma__progress_once(e, 0);
