@@ -200,9 +200,8 @@ static int setup_start(struct ofi_ctl *c, bool server)
  * serves an RMA only from an address the target inserted.  Done for every
  * provider, where it is harmless.  Entries are never removed (the old
  * address of an endpoint the initiator closed, or a parked endpoint's last
- * peer): the provider may still be closing that connection, and
- * tcp;ofi_rxm keeps kilobytes per removed entry for good.  So an endpoint
- * holds at most OFI_SERVE_ADDRS addresses. */
+ * peer): the provider may still be closing the connection from it, and an
+ * entry is small.  So an endpoint holds at most OFI_SERVE_ADDRS addresses. */
 static int serve_insert(struct ofi_ctl *c)
 {
 	struct ofi_ep *oe = c->serve;
