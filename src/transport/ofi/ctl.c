@@ -215,8 +215,9 @@ static int serve_insert(struct ofi_ctl *c)
 		c->naddr++;
 		return 0;
 	}
-	/* Not kept for another peer: after refusing an address, a tcp;ofi_rxm
-	 * AV was seen to refuse the next good one too (-EINVAL). */
+	/* Not kept for another peer: a tcp;ofi_rxm AV that had refused an
+	 * address (after a removal) was seen to refuse the next good one
+	 * too (-EINVAL). */
 	c->ifa = FI_ADDR_NOTAVAIL;
 	rma__ofi_ep_close(oe);
 	c->serve = NULL;
