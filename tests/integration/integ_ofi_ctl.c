@@ -9,6 +9,10 @@
  *             after the handshake, in the new serving endpoint that
  *             replaces a released one, and after the initiator replaced
  *             its own endpoint
+ *   wait      the initiator posts nothing through a new endpoint until the
+ *             owner confirmed it inserted its address: with the owner
+ *             held (its engine lock taken), an op after a move opens the
+ *             endpoint but posts no chunk; let go, the op completes
  *   bad_addr  raw clients that pass the handshake and send an address
  *             that is too long, of the wrong length, or that the provider
  *             refuses are cut off with no WELCOME, the reason logged; an
@@ -37,6 +41,7 @@
 /* ofi.h's test accessors (it needs libfabric's headers). */
 int rma__ofi_ctl_holding(struct rma__transport *t, const void *addr, size_t len);
 int rma__ofi_peer_name(struct rma__transport *t, void *buf, size_t cap);
+int rma__ofi_peer_posted(struct rma__transport *t);
 
 #define OFI_WIRE_ID 3
 static char spec[64];
@@ -278,6 +283,70 @@ static int case_insert(void)
 	return 0;
 }
 
+/* Until the initiator's newest peer has no endpoint (closed = -ENOENT) or
+ * has one (open), 20 s at most. */
+static void wait_endpoint(rma_engine *e, bool open)
+{
+	int64_t t0 = test_now_ms();
+	for (;;) {
+		pthread_mutex_lock(&e->mu);
+		int n = rma__ofi_peer_posted(ofi_of(e));
+		pthread_mutex_unlock(&e->mu);
+		if ((n >= 0) == open)
+			return;
+		CHECKF(test_now_ms() - t0 < 20000, "the initiator's endpoint did "
+		       "not %s", open ? "open" : "close");
+		test_sleep_ms(2);
+	}
+}
+
+static int case_wait(void)
+{
+	rma_engine *own = engine_of(spec), *ini = engine_of(spec);
+	struct window a, b;
+	window_open(own, &a, MiB);
+	window_open(own, &b, MiB);
+	char *buf = test_alloc(MiB);
+	rma_region *l = integ_region(ini, buf, MiB);
+	test_fill(buf, MiB, 8);
+	/* Both keys known: the op below asks the owner nothing else. */
+	CHECK_RC(integ_op(ini, RMA_OP_GET, l, a.rem, 0, 4096, 20000), 4096);
+	CHECK_RC(integ_op(ini, RMA_OP_GET, l, b.rem, 0, 4096, 20000), 4096);
+	/* A release moves the peer: with nothing in flight it closes its
+	 * endpoint, the next op opens a new one. */
+	CHECK_RC(rma_region_release(a.reg), 0);
+	wait_endpoint(ini, false);
+
+	/* The owner held: it cannot read the new ADDR. */
+	pthread_mutex_lock(&own->mu);
+	test_fill(buf, MiB, 8);
+	struct rma_op op = { .kind = RMA_OP_PUT, .local = l, .remote = b.rem,
+			     .len = MiB, .user_data = 1 };
+	CHECK_RC(rma_post(ini, &op, 1, 20000, NULL), 1);
+	wait_endpoint(ini, true);
+	pthread_mutex_lock(&ini->mu);
+	int posted = rma__ofi_peer_posted(ofi_of(ini));
+	pthread_mutex_unlock(&ini->mu);
+	pthread_mutex_unlock(&own->mu);
+	CHECKF(posted == 0, "%d chunks posted before the owner confirmed the "
+	       "new endpoint's address", posted);
+
+	struct rma_completion c;
+	int64_t t0 = test_now_ms();
+	int n;
+	while ((n = rma_poll(ini, &c, 1)) == 0 && test_now_ms() - t0 < 30000)
+		test_sleep_ms(2);
+	CHECK_EQ(n, 1);
+	CHECK_RC(c.result, MiB);
+	CHECK_EQ(test_check_fill(b.mem, MiB, 8), -1);
+	printf("wait: no chunk posted until the owner confirmed the address\n");
+	rma_remote_free(a.rem);
+	rma_remote_free(b.rem);
+	rma_engine_destroy(ini);
+	rma_engine_destroy(own);
+	return 0;
+}
+
 static int case_bad_addr(void)
 {
 	rma_set_log(RMA_LOG_WARN, log_cb, NULL);
@@ -468,6 +537,7 @@ static const struct {
 } cases[] = {
 	{ "limit", case_limit },
 	{ "insert", case_insert },
+	{ "wait", case_wait },
 	{ "bad_addr", case_bad_addr },
 };
 

@@ -217,9 +217,11 @@ int rma__ofi_blob_parse(const void *blob, size_t len, const char **prov,
 /* For tests (the engine's lock held).  Owner: how many peers' serving
  * endpoints hold addr in their AV, as the provider resolves the entry
  * inserted for the peer.  Initiator: the fabric address of the newest
- * peer's endpoint: its length, -ENOENT (none open) or -ENOSPC. */
+ * peer's endpoint: its length, -ENOENT (none open) or -ENOSPC; the
+ * chunks posted through it, or -ENOENT. */
 int rma__ofi_ctl_holding(struct rma__transport *t, const void *addr, size_t len);
 int rma__ofi_peer_name(struct rma__transport *t, void *buf, size_t cap);
+int rma__ofi_peer_posted(struct rma__transport *t);
 
 /* raw.c */
 bool rma__ofi_plain(const void *blob, size_t len); /* a plain peer's blob? */

@@ -549,6 +549,14 @@ void rma__ofi_peers_fini(struct ofi_tr *ot)
 		rma__ofi_disconnect(&ot->peers->base, -ECANCELED);
 }
 
+int rma__ofi_peer_posted(struct rma__transport *t)
+{
+	struct ofi_tr *ot = container_of(t, struct ofi_tr, base);
+	if (!ot->peers || !ot->peers->oe)
+		return -ENOENT;
+	return (int)ot->peers->n;
+}
+
 int rma__ofi_peer_name(struct rma__transport *t, void *buf, size_t cap)
 {
 	struct ofi_tr *ot = container_of(t, struct ofi_tr, base);
