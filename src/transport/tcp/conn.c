@@ -462,6 +462,7 @@ static int rx_parse(struct conn *c)
 void rma__tcp_conn_rx(struct conn *c)
 {
 	size_t budget = RX_BUDGET;
+	bool drained = false; /* a recv came back short: nothing more queued */
 	int rc;
 
 	while (c->hs == HS_READY) {
@@ -480,8 +481,11 @@ void rma__tcp_conn_rx(struct conn *c)
 			continue;
 		}
 		/* Out of budget only now: staged bytes are always parsed
-		 * first, since no event may come for them. */
-		if (!budget)
+		 * first, since no event may come for them.  After a short
+		 * read, another recv would only say EAGAIN, on the reply's
+		 * critical path: the (level-triggered) watch calls again if
+		 * more has come meanwhile. */
+		if (!budget || drained)
 			break;
 		ssize_t n;
 		if (c->in_payload) {
@@ -506,6 +510,7 @@ void rma__tcp_conn_rx(struct conn *c)
 				want = RMA_MIN(want, sizeof tt->discard);
 			}
 			n = recv(c->w.fd, at, want, 0);
+			drained = n >= 0 && (size_t)n < want;
 			if (n > 0) {
 				if (staged)
 					stage_rx(c, dst, at, (size_t)n);
@@ -520,7 +525,9 @@ void rma__tcp_conn_rx(struct conn *c)
 				c->rx_len -= c->rx_off;
 				c->rx_off = 0;
 			}
-			n = recv(c->w.fd, c->rx + c->rx_len, sizeof c->rx - c->rx_len, 0);
+			size_t room = sizeof c->rx - c->rx_len;
+			n = recv(c->w.fd, c->rx + c->rx_len, room, 0);
+			drained = n >= 0 && (size_t)n < room;
 			if (n > 0)
 				c->rx_len += (size_t)n;
 		}
