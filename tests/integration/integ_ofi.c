@@ -444,11 +444,13 @@ static void xfer_all(int fd, void *b, size_t n, bool out)
 	}
 }
 
-/* A hand-made handshake on the owner's control connection; then a KEY
- * for the token's core key.  Returns the status of message 4; *keys is
- * set when a KEYS answer with status 0 came back. */
+/* A hand-made handshake on the owner's control connection; then ADDR
+ * (fabric address fa, fl bytes) and a KEY for the token's core key.
+ * Returns the status of message 4; *keys is set when a KEYS answer with
+ * status 0 came back. */
 static int raw_client(const uint8_t *ctl, size_t cl, uint64_t core,
-		      const char *secret, bool *keys)
+		      const char *secret, const uint8_t *fa, size_t fl,
+		      bool *keys)
 {
 	CHECKF(cl == 7 && ctl[0] == 4, "control address is not IPv4");
 	struct sockaddr_in sa = { .sin_family = AF_INET,
@@ -482,10 +484,14 @@ static int raw_client(const uint8_t *ctl, size_t cl, uint64_t core,
 	int status = m.status;
 	/* Ask for the key whatever the answer: a refused client must get
 	 * nothing but the end of the connection. */
-	uint8_t k[32] = { 2 }, r[32 + 128];
+	uint8_t k[32 + 32 + 128] = { 5 }, r[32 + 128];
+	k[8] = (uint8_t)fl;
+	k[16] = 1; /* the address's number */
+	memcpy(k + 32, fa, fl);
+	k[32 + fl] = 2;
 	for (int i = 0; i < 8; i++)
-		k[8 + i] = (uint8_t)(core >> (8 * i));
-	(void)!send(fd, k, sizeof k, MSG_NOSIGNAL);
+		k[32 + fl + 8 + i] = (uint8_t)(core >> (8 * i));
+	(void)!send(fd, k, 32 + fl + 32, MSG_NOSIGNAL);
 	*keys = false;
 	for (;;) {
 		ssize_t n = recv(fd, r, 32, MSG_WAITALL);
@@ -524,11 +530,16 @@ static int case_proof(void)
 	for (int i = 0; i < 8; i++)
 		core |= (uint64_t)b[16 + i] << (8 * i);
 	bool keys;
-	int st = raw_client(blob + o_ctl + 1, blob[o_ctl], core, "wrong", &keys);
+	/* Any address the provider takes: the owner's own will do. */
+	const uint8_t *fa = blob + 6 + blob[2] + blob[3];
+	size_t fl = (size_t)(blob[4] | blob[5] << 8);
+	int st = raw_client(blob + o_ctl + 1, blob[o_ctl], core, "wrong", fa, fl,
+			    &keys);
 	printf("wrong proof: status %d, key given %d\n", st, keys);
 	CHECK_RC(st, -EACCES);
 	CHECK(!keys);
-	st = raw_client(blob + o_ctl + 1, blob[o_ctl], core, "open sesame", &keys);
+	st = raw_client(blob + o_ctl + 1, blob[o_ctl], core, "open sesame", fa, fl,
+			&keys);
 	printf("right proof: status %d, key given %d\n", st, keys);
 	CHECK_RC(st, 0);
 	CHECK(keys);
@@ -653,15 +664,30 @@ static void *raw_owner(void *arg)
 		CHECKF(poll(&pf, 1, 10000) == 1, "raw owner: handshake stalled");
 	}
 	CHECK_RC(rc, 0);
-	memset(m, 0, 32);
-	m[0] = 1; /* WELCOME */
-	m[8] = (uint8_t)f->addr_len;
-	memcpy(m + 32, f->addr, f->addr_len);
-	xfer_all(fd, m, 32 + f->addr_len, true);
 	struct timeval tv = { .tv_sec = 20 };
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-	uint8_t in[32];
-	while (recv(fd, in, sizeof in, MSG_WAITALL) == (ssize_t)sizeof in) {
+	/* ADDR first: the initiator's endpoint address and its number. */
+	uint8_t in[32 + 128];
+	CHECK(recv(fd, in, 32, MSG_WAITALL) == 32 && in[0] == 5);
+	unsigned al = in[8] | in[9] << 8;
+	CHECK(al > 0 && al <= 128 && recv(fd, in + 32, al, MSG_WAITALL) == (ssize_t)al);
+	memset(m, 0, 32);
+	m[0] = 1; /* WELCOME, b = the number of the address it holds */
+	m[8] = (uint8_t)f->addr_len;
+	memcpy(m + 16, in + 16, 8);
+	memcpy(m + 32, f->addr, f->addr_len);
+	xfer_all(fd, m, 32 + f->addr_len, true);
+	while (recv(fd, in, 32, MSG_WAITALL) == 32) {
+		if (in[0] == 5) { /* a later ADDR: take its bytes, say ADDED */
+			al = in[8] | in[9] << 8;
+			CHECK(al > 0 && al <= 128 &&
+			      recv(fd, in + 32, al, MSG_WAITALL) == (ssize_t)al);
+			memset(m, 0, 32);
+			m[0] = 6;
+			memcpy(m + 16, in + 16, 8);
+			xfer_all(fd, m, 32, true);
+			continue;
+		}
 		if (in[0] != 2)
 			continue;
 		memset(m, 0, sizeof m);

@@ -109,7 +109,7 @@ int main(void)
 		test_sleep_ms(10);
 		pthread_mutex_lock(&t->mu);
 		served = tt->nserved;
-		hs = tt->nhandshakes;
+		hs = tt->admit.nhandshakes;
 		pthread_mutex_unlock(&t->mu);
 	}
 	CHECK_EQ(served, FIRST);
@@ -129,7 +129,7 @@ int main(void)
 	double used = cpu_s() - c0;
 	pthread_mutex_lock(&t->mu);
 	served = tt->nserved;
-	hs = tt->nhandshakes;
+	hs = tt->admit.nhandshakes;
 	bool resting = tt->listen_paused;
 	pthread_mutex_unlock(&t->mu);
 	printf("out of fds: %u connections served (%u in the handshake), "

@@ -7,22 +7,31 @@
  *   initiator                          owner
  *   connect()                -------> accept
  *   setup (secret, engine id) <-----> setup
- *                            <------- WELCOME: a serving endpoint of this
- *                                     peer's own, its fabric address
+ *   ADDR its endpoint's      -------> inserted into the AV of a serving
+ *        fabric address, number n     endpoint of this peer's own
+ *                            <------- WELCOME: that endpoint's fabric
+ *                                     address (it holds address n)
  *   KEY core key             -------> the grant with that core key?
  *                            <------- KEYS status, fabric key, base
  *                            <------- REVOKED core key, then WELCOME: the
  *                                     grant was released; a new serving
- *                                     endpoint replaces the old one
+ *                                     endpoint (holding the initiator's
+ *                                     last address) replaces the old one
+ *   ADDR n+1 (a new endpoint) ------> inserted too (serve_insert)
+ *                            <------- ADDED n+1
  *
  * Messages after the setup are 32 bytes, u32 type | i32 status | u64 a |
- * u64 b | u64 c, little-endian; WELCOME is followed by a (at most
- * OFI_ADDR_MAX) address bytes.  A KEYS for a provider with FI_MR_RAW has
- * b = FI_KEY_NOTAVAIL (never a key given otherwise) and is followed by a
- * raw key record (rawkey.c): u16 key length, at most OFI_RAW_KEY_MAX (a
- * longer one is -EBADMSG) | u64 base for fi_mr_map_raw | the key bytes;
- * the initiator maps it and posts with the result.  Advertisements carry
- * the core key only,
+ * u64 b | u64 c, little-endian; ADDR and WELCOME are followed by a (at
+ * most OFI_ADDR_MAX) address bytes, and b is the number of the
+ * initiator's address (ADDR, ADDED, WELCOME).  The owner inserts the
+ * initiator's address before it answers because EFA serves an RMA only
+ * from an address the target has in its AV; the initiator posts nothing
+ * from an endpoint until the owner said it holds that endpoint's address.
+ * A KEYS for a provider with FI_MR_RAW has b = FI_KEY_NOTAVAIL (never a
+ * key given otherwise) and is followed by a raw key record (rawkey.c):
+ * u16 key length, at most OFI_RAW_KEY_MAX (a longer one is -EBADMSG) |
+ * u64 base for fi_mr_map_raw | the key bytes; the initiator maps it and
+ * posts with the result.  Advertisements carry the core key only,
  * so a token is useless without passing the handshake.  The connection
  * stays open: its end tells the initiator the owner is gone (every chunk
  * in flight fails at once) and tells the owner to close the peer's serving
@@ -40,8 +49,10 @@
 #include "transport/ofi/ofi.h"
 #include "transport/tcp/tcp.h"
 
-enum { CTL_CONNECTING, CTL_SETUP, CTL_WELCOME, CTL_UP };
-enum { MSG_WELCOME = 1, MSG_KEY = 2, MSG_KEYS = 3, MSG_REVOKED = 4 };
+/* CTL_ADDR: the owner waits for the initiator's first ADDR. */
+enum { CTL_CONNECTING, CTL_SETUP, CTL_ADDR, CTL_WELCOME, CTL_UP };
+enum { MSG_WELCOME = 1, MSG_KEY = 2, MSG_KEYS = 3, MSG_REVOKED = 4,
+       MSG_ADDR = 5, MSG_ADDED = 6 };
 #define MSG_LEN 32
 #define RAWREC_MAX (OFI_RAWREC_HDR + OFI_RAW_KEY_MAX)
 
@@ -57,9 +68,15 @@ struct ofi_ctl {
 	struct rma__timer tm;   /* initiator: the handshake's deadline */
 	uint64_t *given;        /* owner: core keys handed out */
 	unsigned ngiven, capgiven;
+	uint8_t iaddr[OFI_ADDR_MAX]; /* owner: the initiator's fabric address */
+	size_t iaddr_len;
+	uint64_t iseq;          /* owner: its number, as the initiator counts */
+	fi_addr_t ifa;          /* owner: its entry in serve's AV */
+	unsigned naddr;         /* owner: entries in serve's AV */
 	uint8_t in[MSG_LEN + RMA_MAX(OFI_ADDR_MAX, RAWREC_MAX)];
 	size_t have, need;
 	struct rma__setup s;
+	struct rma__admitted adm; /* owner: its address, its place in the caps */
 };
 
 static void msg_put(uint8_t *b, uint32_t type, int32_t status, uint64_t a,
@@ -100,6 +117,7 @@ void rma__ofi_ctl_close(struct ofi_ctl *c)
 			*pp = c->next;
 			ot->nserved--;
 		}
+		rma__admit_drop(&ot->admit, &c->adm);
 	}
 	/* The serving endpoint first: once closed, the provider moves no
 	 * more bytes for this peer. */
@@ -127,9 +145,11 @@ static void ctl_park(struct ofi_ctl *c)
 
 	c->serve = NULL;
 	if (oe && ot->nidle < OFI_IDLE_MAX && c->ngiven <= 256 &&
+	    c->naddr < OFI_SERVE_ADDRS / 2 &&
 	    (d = calloc(1, sizeof *d))) {
 		d->ot = ot;
 		d->serve = oe;
+		d->naddr = c->naddr;
 		d->given = c->given;
 		d->ngiven = c->ngiven;
 		d->capgiven = c->capgiven;
@@ -163,7 +183,7 @@ static void ctl_fail(struct ofi_ctl *c, int err)
 		rma__ofi_peer_lost(pe, err);
 		return;
 	}
-	if (c->step == CTL_SETUP)
+	if (c->step == CTL_SETUP || (c->step == CTL_ADDR && err == -ETIMEDOUT))
 		rma__refused(&c->ot->refusals, err == -EACCES ? RMA__REFUSED_SECRET
 				: err == -ETIMEDOUT ? RMA__REFUSED_TIMEOUT
 				: RMA__REFUSED_PROTO, rma__now_ns());
@@ -181,8 +201,64 @@ static int setup_start(struct ofi_ctl *c, bool server)
 	return rma__setup_init(&c->s, c->w.fd, server, &sp);
 }
 
-/* Owner: the peer proved the secret.  Give it an endpoint of its own: a
- * parked one (its keys stay on record) or, if fresh, a new one. */
+/* Owner: put the initiator's address into its serving endpoint's AV: EFA
+ * serves an RMA only from an address the target inserted.  Done for every
+ * provider, where it is harmless.  Entries are never removed (the old
+ * address of an endpoint the initiator closed, or a parked endpoint's last
+ * peer): the provider may still be closing the connection from it, and an
+ * entry is small.  So an endpoint holds at most OFI_SERVE_ADDRS addresses. */
+static int serve_insert(struct ofi_ctl *c)
+{
+	struct ofi_ep *oe = c->serve;
+	int rc;
+
+	if (c->naddr >= OFI_SERVE_ADDRS)
+		return -EMLINK;
+	c->ifa = FI_ADDR_NOTAVAIL;
+	rc = fi_av_insert(oe->av, c->iaddr, 1, &c->ifa, 0, NULL);
+	if (rc == 1) {
+		c->naddr++;
+		return 0;
+	}
+	/* Not kept for another peer: a tcp;ofi_rxm AV that had refused an
+	 * address (after a removal) was seen to refuse the next good one
+	 * too (-EINVAL). */
+	c->ifa = FI_ADDR_NOTAVAIL;
+	rma__ofi_ep_close(oe);
+	c->serve = NULL;
+	return rc < 0 ? rma__ofi_err(rc) : -EADDRNOTAVAIL;
+}
+
+/* Owner: an initiator's address was refused.  Logged with its reason at
+ * most once per refusal interval (anybody passes the handshake when there
+ * is no secret); the count goes with the other refusals. */
+static int addr_refused(struct ofi_ctl *c, const char *why, int err)
+{
+	struct ofi_tr *ot = c->ot;
+	int64_t now = rma__now_ns();
+
+	if (!ot->addr_warned || now - ot->addr_warned >= ot->refusals.interval_ns) {
+		rma__warn("ofi: %s: refused a control connection: the initiator's "
+			  "fabric address %s", ot->base.spec, why);
+		ot->addr_warned = now;
+	}
+	rma__refused(&ot->refusals, RMA__REFUSED_PROTO, now);
+	return err;
+}
+
+/* Owner: what an ADDR's bytes must be before they reach the provider: a
+ * fixed-size address as long as our own (same provider and fabric), or
+ * (FI_ADDR_STR, shm) a string ending inside them. */
+static const char *addr_bad(const struct ofi_tr *ot, const uint8_t *a, size_t len)
+{
+	if (ot->info->addr_format == FI_ADDR_STR)
+		return memchr(a, '\0', len) ? NULL : "is not a string";
+	return len == ot->addr_len ? NULL : "has the wrong length";
+}
+
+/* Owner: the peer proved the secret and sent its address.  Give it an
+ * endpoint of its own, holding that address: a parked one (its keys stay
+ * on record) or, if fresh, a new one. */
 static int welcome(struct ofi_ctl *c, bool fresh)
 {
 	struct ofi_tr *ot = c->ot;
@@ -195,20 +271,49 @@ static int welcome(struct ofi_ctl *c, bool fresh)
 		ot->idle = d->next;
 		ot->nidle--;
 		c->serve = d->serve;
+		c->naddr = d->naddr;
 		c->given = d->given;
 		c->ngiven = d->ngiven;
 		c->capgiven = d->capgiven;
 		free(d);
 	} else if ((rc = rma__ofi_ep_open(ot, NULL, &c->serve))) {
 		return rc;
+	} else {
+		c->naddr = 0;
 	}
+	if ((rc = serve_insert(c)))
+		return addr_refused(c, rc == -EMLINK ? "is one too many"
+				    : "was refused by the provider", rc);
 	rc = fi_getname(&c->serve->ep->fid, m + MSG_LEN, &al);
 	if (rc)
 		return rma__ofi_err(rc);
-	msg_put(m, MSG_WELCOME, 0, al, 0, 0);
+	msg_put(m, MSG_WELCOME, 0, al, c->iseq, 0);
 	c->step = CTL_UP;
 	c->need = MSG_LEN;
 	return send_all(c->w.fd, m, MSG_LEN + al);
+}
+
+/* Owner: ADDR, whole.  The first one gets the peer its serving endpoint
+ * (WELCOME); a later one (the initiator replaced its endpoint) joins the
+ * same AV (ADDED). */
+static int on_addr(struct ofi_ctl *c, uint64_t len, uint64_t seq)
+{
+	const char *why = addr_bad(c->ot, c->in + MSG_LEN, len);
+	uint8_t m[MSG_LEN];
+	int rc;
+
+	if (why)
+		return addr_refused(c, why, -EPROTO);
+	memcpy(c->iaddr, c->in + MSG_LEN, len);
+	c->iaddr_len = len;
+	c->iseq = seq;
+	if (c->step == CTL_ADDR)
+		return welcome(c, false);
+	if ((rc = serve_insert(c)))
+		return addr_refused(c, rc == -EMLINK ? "is one too many"
+				    : "was refused by the provider", rc);
+	msg_put(m, MSG_ADDED, 0, 0, seq, 0);
+	return send_all(c->w.fd, m, MSG_LEN);
 }
 
 static struct ofi_grant *grant_find(struct ofi_tr *ot, uint64_t core)
@@ -267,8 +372,20 @@ static int on_msg(struct ofi_ctl *c)
 
 	if (status > 0 || status < -4095)
 		return -EPROTO;
-	if (!c->peer) /* owner: only KEY */
-		return type == MSG_KEY && !status ? answer_key(c, a) : -EPROTO;
+	if (!c->peer && type == MSG_ADDR && !status) {
+		/* The length is checked before a byte of the address is read:
+		 * c->in holds OFI_ADDR_MAX of them. */
+		if (!a || a > OFI_ADDR_MAX)
+			return addr_refused(c, "is too long or empty", -EPROTO);
+		if (c->need == MSG_LEN) {
+			c->need += a;
+			return 1;
+		}
+		return on_addr(c, a, b);
+	}
+	if (!c->peer) /* owner: else only KEY, once welcomed */
+		return type == MSG_KEY && !status && c->step == CTL_UP
+		       ? answer_key(c, a) : -EPROTO;
 	if (c->step == CTL_WELCOME && type == MSG_WELCOME) {
 		if (status)
 			return status;
@@ -280,7 +397,7 @@ static int on_msg(struct ofi_ctl *c)
 		}
 		c->step = CTL_UP;
 		rma__timer_cancel(c->ot->e, &c->tm);
-		rma__ofi_peer_up(c->peer, c->in + MSG_LEN, a);
+		rma__ofi_peer_up(c->peer, c->in + MSG_LEN, a, b);
 		return 0;
 	}
 	if (c->step == CTL_UP && type == MSG_WELCOME) { /* moved */
@@ -291,6 +408,10 @@ static int on_msg(struct ofi_ctl *c)
 			return 1;
 		}
 		rma__ofi_peer_moved(c->peer, c->in + MSG_LEN, a);
+		return 0;
+	}
+	if (c->step == CTL_UP && type == MSG_ADDED && !status) {
+		rma__ofi_peer_added(c->peer, b);
 		return 0;
 	}
 	if (c->step == CTL_UP && type == MSG_REVOKED) {
@@ -390,14 +511,21 @@ static void ctl_cb(struct rma__watch *w, uint32_t ev)
 			ctl_fail(c, rc);
 			return;
 		}
-		/* Authenticated: nothing before this point gave anything away. */
+		/* Authenticated: nothing before this point gave anything away.
+		 * Within the caps on authenticated connections, or refused. */
+		if (!c->peer && !rma__admit_up(&c->ot->admit, &c->adm))
+			return;
 		c->have = 0;
 		c->need = MSG_LEN;
-		if (c->peer)
-			c->step = CTL_WELCOME;
-		else if ((rc = welcome(c, false))) {
+		/* The initiator opens its endpoint now and sends its address;
+		 * the owner waits for it (under the handshake's deadline). */
+		if (!c->peer) {
+			c->step = CTL_ADDR;
+		} else if ((rc = rma__ofi_peer_hello(c->peer))) {
 			ctl_fail(c, rc);
 			return;
+		} else {
+			c->step = CTL_WELCOME;
 		}
 		if ((rc = rma__watch_mod(c->ot->e, w, EPOLLIN))) {
 			ctl_fail(c, rc);
@@ -429,6 +557,7 @@ static struct ofi_ctl *ctl_new(struct ofi_tr *ot, int fd)
 	c->w.fd = fd;
 	c->w.cb = ctl_cb;
 	c->w.release = ctl_release;
+	c->ifa = FI_ADDR_NOTAVAIL;
 	return c;
 }
 
@@ -442,7 +571,7 @@ static void tick_cb(struct rma__timer *tm)
 
 	for (struct ofi_ctl *c = ot->served, *next; c; c = next) {
 		next = c->next;
-		if (c->step != CTL_SETUP)
+		if (c->step != CTL_SETUP && c->step != CTL_ADDR)
 			continue;
 		if (now > c->deadline)
 			ctl_fail(c, -ETIMEDOUT);
@@ -450,8 +579,9 @@ static void tick_cb(struct rma__timer *tm)
 			pending = true;
 	}
 	rma__refusals_log(&ot->refusals, now);
-	if (pending || ot->refusals.n[RMA__REFUSED_SECRET] ||
-	    ot->refusals.n[RMA__REFUSED_PROTO] || ot->refusals.n[RMA__REFUSED_TIMEOUT])
+	for (int i = 0; i < RMA__REFUSED_N; i++)
+		pending |= ot->refusals.n[i] != 0;
+	if (pending)
 		rma__timer_arm(ot->e, tm, now + 100 * 1000000LL);
 }
 
@@ -459,21 +589,32 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 {
 	struct ofi_tr *ot = container_of(w, struct ofi_tr, lw);
 	for (int i = 0; i < 32; i++) {
-		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
-			return;
-		if (ot->nserved >= OFI_MAX_CTL) {
-			rma__refused(&ot->refusals, RMA__REFUSED_LIMIT, rma__now_ns());
-			close(fd);
-			continue;
+		struct sockaddr_storage sa;
+		socklen_t sl = sizeof sa;
+		uint8_t raddr[16];
+		int fd = accept4(w->fd, (struct sockaddr *)&sa, &sl,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			/* Out of fds: shed a handshake for the next round. */
+			if (errno == EMFILE || errno == ENFILE) {
+				rma__refused(&ot->refusals, RMA__REFUSED_LIMIT,
+					     rma__now_ns());
+				rma__admit_make_room(&ot->admit, NULL);
+			}
+			break;
 		}
+		/* One address cannot hold every handshake slot: its own
+		 * oldest goes first. */
+		rma__admit_raddr(&sa, raddr);
+		rma__admit_make_room(&ot->admit, raddr);
 		rma__tcp_tune_socket(fd);
 		struct ofi_ctl *c = ctl_new(ot, fd);
 		if (!c) {
 			close(fd);
 			continue;
 		}
-		c->deadline = rma__now_ns() + OFI_SERVE_HS_NS;
+		memcpy(c->adm.raddr, raddr, 16);
+		c->deadline = rma__now_ns() + ot->admit.lim.handshake_ns;
 		if (setup_start(c, true) || rma__watch_add(ot->e, &c->w, EPOLLIN)) {
 			close(fd);
 			free(c);
@@ -482,9 +623,41 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 		c->next = ot->served;
 		ot->served = c;
 		ot->nserved++;
-		if (!rma__timer_armed(&ot->tick))
-			rma__timer_arm(ot->e, &ot->tick, rma__now_ns() + 100 * 1000000LL);
+		rma__admit_handshake(&ot->admit, &c->adm);
 	}
+	if (ot->nserved && !rma__timer_armed(&ot->tick))
+		rma__timer_arm(ot->e, &ot->tick, rma__now_ns() + 100 * 1000000LL);
+}
+
+/* The caps' view of a control connection (admit.h).  None is ever idle:
+ * its peer's transfers need no control traffic, and closing it would
+ * close their serving endpoint. */
+static bool adm_silent(struct rma__admitted *a)
+{
+	struct ofi_ctl *c = container_of(a, struct ofi_ctl, adm);
+	return c->step == CTL_SETUP && rma__admit_silent(&c->s, c->w.fd);
+}
+
+static void adm_evict(struct rma__admitted *a)
+{
+	ctl_park(container_of(a, struct ofi_ctl, adm));
+}
+
+static const struct rma__admit_ops adm_ops = {
+	.silent = adm_silent,
+	.evict = adm_evict,
+};
+
+int rma__ofi_ctl_limits(struct ofi_tr *ot, const struct rma__topts *o)
+{
+	static const struct rma__admit_limits dflt = {
+		.conns = 4096, .handshakes = 64, .addr_conns = 1024,
+		.addr_handshakes = 32, .handshake_ns = 3000 * 1000000LL,
+		.idle_ns = -1, /* no idle timeout */
+	};
+	ot->admit.ops = &adm_ops;
+	ot->admit.refusals = &ot->refusals;
+	return rma__admit_options("ofi", o, &dflt, &ot->admit.lim);
 }
 
 int rma__ofi_ctl_listen(struct ofi_tr *ot, const char *at, const char *advertise)
@@ -562,6 +735,17 @@ int rma__ofi_ctl_connect(struct ofi_peer *pe, const uint8_t *ctl, size_t len)
 	return 0;
 }
 
+int rma__ofi_ctl_addr(struct ofi_ctl *c, const void *addr, size_t len,
+		      uint64_t seq)
+{
+	uint8_t m[MSG_LEN + OFI_ADDR_MAX];
+	if (!len || len > OFI_ADDR_MAX)
+		return -ENAMETOOLONG;
+	msg_put(m, MSG_ADDR, 0, len, seq, 0);
+	memcpy(m + MSG_LEN, addr, len);
+	return send_all(c->w.fd, m, MSG_LEN + len);
+}
+
 int rma__ofi_ctl_ask(struct ofi_ctl *c, uint64_t core)
 {
 	uint8_t m[MSG_LEN];
@@ -630,4 +814,20 @@ int rma__ofi_ctl_arm(struct ofi_tr *ot)
 			return -EAGAIN;
 	}
 	return 0;
+}
+
+int rma__ofi_ctl_holding(struct rma__transport *t, const void *addr, size_t len)
+{
+	struct ofi_tr *ot = container_of(t, struct ofi_tr, base);
+	int n = 0;
+	for (struct ofi_ctl *c = ot->served; c; c = c->next) {
+		uint8_t got[OFI_ADDR_MAX];
+		size_t gl = sizeof got;
+		/* The provider's answer, not our copy of what we inserted. */
+		if (c->serve && c->ifa != FI_ADDR_NOTAVAIL &&
+		    fi_av_lookup(c->serve->av, c->ifa, got, &gl) == 0 &&
+		    gl == len && !memcmp(got, addr, len))
+			n++;
+	}
+	return n;
 }

@@ -164,6 +164,12 @@ static const struct rma__topt_desc ofi_options[] = {
 		 "rma_config.listen, else 127.0.0.1)"},
 	{"ctl", "HOST:PORT of the control listener every peer authenticates "
 		"on (default the host of rma_config.listen, port 0)"},
+	/* The control listener's limits (ctl.c, transport/admit.h). */
+	{"max_conns", "authenticated control connections (4096)"},
+	{"max_handshakes", "control connections in the handshake (64)"},
+	{"max_addr_conns", "authenticated, per remote address (1024)"},
+	{"max_addr_handshakes", "in the handshake, per remote address (32)"},
+	{"handshake_ms", "time to authenticate and send an address (3000)"},
 	{NULL, NULL},
 };
 
@@ -320,6 +326,11 @@ static int ofi_init(struct rma_engine *e, const struct rma__topts *o,
 	ot->engine_id = par->engine_id;
 	rma__setup_key(par->secret, ot->key);
 	ot->open = !par->secret || !*par->secret;
+	int lrc = rma__ofi_ctl_limits(ot, o); /* rc stays -ENODEV for the loop */
+	if (lrc) {
+		free(ot);
+		return lrc;
+	}
 	pthread_once(&probe_once, probe_run);
 	for (i = 0; i < RMA_ARRAY_SIZE(provs); i++) {
 		if (prov ? strcmp(prov, provs[i].opt)

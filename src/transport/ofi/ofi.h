@@ -23,6 +23,7 @@
 
 /* transport.h first: libfabric defines container_of only if unset. */
 #include "transport/transport.h"
+#include "transport/admit.h"
 #include "transport/setup.h"
 #include "util/util.h"
 
@@ -43,12 +44,11 @@
 #define OFI_SETUP_KIND 3                    /* setup.h kind: ofi's control */
 #define OFI_CTL_ADDR_MAX 19                 /* tcp-format address: v4 7, v6 19 */
 #define OFI_HANDSHAKE_NS (10LL * 1000000000) /* initiator: setup to WELCOME */
-#define OFI_SERVE_HS_NS (3LL * 1000000000)   /* owner: setup to done */
-#define OFI_MAX_CTL 4096                     /* owner: control connections */
 #define OFI_KEYS_MAX 1024                    /* initiator: keys kept per peer */
 #define OFI_IDLE_MAX 16                      /* owner: serving endpoints kept */
 #define OFI_RAW_KEY_MAX 256  /* FI_MR_RAW key bytes taken or sent (ucx: 64) */
 #define OFI_RAWREC_HDR 10    /* a raw key record: u16 length | u64 base */
+#define OFI_SERVE_ADDRS 1024 /* owner: initiator addresses in a serving AV */
 
 struct ofi_ctl;
 
@@ -117,10 +117,13 @@ struct ofi_peer {
 	bool moved;              /* the owner gave a new serving address */
 	uint8_t new_addr[OFI_ADDR_MAX];
 	size_t new_addr_len;
-	struct ofi_ep *oe;       /* NULL until first post or after a reset */
+	struct ofi_ep *oe;       /* NULL before the handshake, after a reset
+	                          * until the next post; raw peers: from connect */
 	fi_addr_t fa;
 	uint8_t addr[OFI_ADDR_MAX];
 	size_t addr_len;
+	uint64_t addr_seq;       /* our endpoints' addresses sent to the owner */
+	bool addr_wait;          /* oe's address not yet confirmed: no posts */
 	struct ofi_ctx inflight; /* list head */
 	unsigned n;              /* chunks in inflight */
 	bool stalled;            /* post said -EAGAIN: kick after progress */
@@ -171,8 +174,10 @@ struct ofi_tr {
 	struct ofi_ctl *idle;    /* owner: serving endpoints whose peer left */
 	unsigned nidle;
 	unsigned nserved;
+	struct rma__admit admit; /* owner: caps on control connections */
 	struct ofi_grant *grants;
 	struct rma__refusals refusals;
+	int64_t addr_warned;     /* owner: last bad initiator address logged */
 	struct rma__timer tick;  /* owner: handshake deadlines, refusal log */
 };
 
@@ -200,17 +205,29 @@ int rma__ofi_arm(struct rma__transport *t);
 int rma__ofi_cq_drain(struct ofi_ep *oe); /* entries taken */
 void rma__ofi_peers_fini(struct ofi_tr *ot);
 /* peer.c, for ctl.c */
-void rma__ofi_peer_up(struct ofi_peer *pe, const uint8_t *addr, size_t len);
+/* The handshake passed: open the peer's endpoint and send its address. */
+int rma__ofi_peer_hello(struct ofi_peer *pe);
+/* WELCOME: the owner's serving address, which holds our address seq. */
+void rma__ofi_peer_up(struct ofi_peer *pe, const uint8_t *addr, size_t len,
+		      uint64_t seq);
+/* ADDED: the owner holds our address seq. */
+void rma__ofi_peer_added(struct ofi_peer *pe, uint64_t seq);
 void rma__ofi_peer_lost(struct ofi_peer *pe, int err);
 void rma__ofi_peer_key(struct ofi_peer *pe, uint64_t core, int status,
 		       uint64_t fkey, uint64_t base, const struct ofi_rawkey *raw);
 void rma__ofi_peer_moved(struct ofi_peer *pe, const uint8_t *addr, size_t len);
 
 /* ctl.c */
+/* The control listener's limits (admit.h): defaults or options. */
+int rma__ofi_ctl_limits(struct ofi_tr *ot, const struct rma__topts *o);
 int rma__ofi_ctl_listen(struct ofi_tr *ot, const char *at, const char *advertise);
 void rma__ofi_ctl_fini(struct ofi_tr *ot);
 int rma__ofi_ctl_connect(struct ofi_peer *pe, const uint8_t *ctl, size_t len);
 int rma__ofi_ctl_ask(struct ofi_ctl *c, uint64_t core);
+/* Initiator: our endpoint's fabric address, number seq, for the owner to
+ * insert (ADDR). */
+int rma__ofi_ctl_addr(struct ofi_ctl *c, const void *addr, size_t len,
+		      uint64_t seq);
 /* Initiator: read what the owner sent so far (notices of revoked keys
  * come before the endpoint they ended). */
 void rma__ofi_ctl_poll(struct ofi_ctl *c);
@@ -231,6 +248,15 @@ int rma__ofi_blob_parse(const void *blob, size_t len, const char **prov,
 			size_t *prov_len, const char **fab, size_t *fab_len,
 			const uint8_t **addr, size_t *addr_len, uint64_t *key,
 			uint64_t *base, bool *has_key);
+
+/* For tests (the engine's lock held).  Owner: how many peers' serving
+ * endpoints hold addr in their AV, as the provider resolves the entry
+ * inserted for the peer.  Initiator: the fabric address of the newest
+ * peer's endpoint: its length, -ENOENT (none open) or -ENOSPC; the
+ * chunks posted through it, or -ENOENT. */
+int rma__ofi_ctl_holding(struct rma__transport *t, const void *addr, size_t len);
+int rma__ofi_peer_name(struct rma__transport *t, void *buf, size_t cap);
+int rma__ofi_peer_posted(struct rma__transport *t);
 
 /* raw.c */
 bool rma__ofi_plain(const void *blob, size_t len); /* a plain peer's blob? */

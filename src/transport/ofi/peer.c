@@ -10,6 +10,13 @@
  * every chunk it held is reported.  The next post opens a fresh endpoint.
  * Other peers never notice.
  *
+ * A peer of an rma owner opens its endpoint when the handshake passes
+ * and sends the owner its fabric address, which the owner inserts into
+ * this peer's serving endpoint's AV (EFA's rule: the target inserts the
+ * initiator first).  Every later endpoint (after a reset, or a move to a
+ * new serving endpoint) sends its address again, and posts wait until
+ * the owner confirms it (ctl.c).
+ *
  * A peer of an rma owner first passes the handshake on a control
  * connection (ctl.c): the owner's serving address for this peer and the
  * grants' fabric keys come from there, asked for on a key's first use.
@@ -75,20 +82,51 @@ static void ctx_done(struct ofi_ctx *c, int res)
 	rma__xfer_done(ot->e, id, len, res);
 }
 
+/* The owner's serving address into the peer's endpoint's AV. */
+static int owner_insert(struct ofi_peer *pe)
+{
+	int rc = fi_av_insert(pe->oe->av, pe->addr, 1, &pe->fa, 0, NULL);
+	if (rc == 1)
+		return 0;
+	rma__warn("ofi: fi_av_insert: %s", rc < 0 ? fi_strerror(-rc)
+						 : "address refused");
+	return rc < 0 ? rma__ofi_err(rc) : -EHOSTUNREACH;
+}
+
+/* Open the peer's endpoint, with the owner's serving address in its AV
+ * once known.  A peer of an rma owner also sends the owner this
+ * endpoint's own address (ADDR), and posts nothing from it until the owner
+ * says it inserted it (WELCOME or ADDED): on EFA an RMA works only once
+ * the target has the initiator's address in its AV. */
 static int peer_open(struct ofi_peer *pe)
 {
+	uint8_t name[OFI_ADDR_MAX];
+	size_t nl = sizeof name;
 	int rc = rma__ofi_ep_open(pe->ot, pe, &pe->oe);
 	if (rc)
 		return rc;
-	rc = fi_av_insert(pe->oe->av, pe->addr, 1, &pe->fa, 0, NULL);
-	if (rc != 1) {
-		rma__warn("ofi: fi_av_insert: %s", rc < 0 ? fi_strerror(-rc)
-							 : "address refused");
-		rma__ofi_ep_close(pe->oe);
-		pe->oe = NULL;
-		return rc < 0 ? rma__ofi_err(rc) : -EHOSTUNREACH;
+	if (pe->addr_len && (rc = owner_insert(pe)))
+		goto fail;
+	if (pe->ctl) {
+		rc = fi_getname(&pe->oe->ep->fid, name, &nl);
+		if (rc) {
+			rc = rc == -FI_ETOOSMALL ? -ENAMETOOLONG : rma__ofi_err(rc);
+			goto fail;
+		}
+		if ((rc = rma__ofi_ctl_addr(pe->ctl, name, nl, ++pe->addr_seq)))
+			goto fail;
+		pe->addr_wait = true;
 	}
 	return 0;
+fail:
+	rma__ofi_ep_close(pe->oe);
+	pe->oe = NULL;
+	return rc;
+}
+
+int rma__ofi_peer_hello(struct ofi_peer *pe)
+{
+	return peer_open(pe);
 }
 
 /* Close the peer's endpoint: from here on the provider touches none of its
@@ -267,17 +305,28 @@ int rma__ofi_connect(struct rma__transport *t, const void *blob, size_t len,
 	return 0;
 }
 
-void rma__ofi_peer_up(struct ofi_peer *pe, const uint8_t *addr, size_t len)
+void rma__ofi_peer_up(struct ofi_peer *pe, const uint8_t *addr, size_t len,
+		      uint64_t seq)
 {
-	int rc;
+	int rc = -EPROTO;
 	memcpy(pe->addr, addr, len);
 	pe->addr_len = len;
-	rc = peer_open(pe);
-	if (rc) {
+	/* The owner must hold the address of the endpoint we have. */
+	if (!pe->oe || seq != pe->addr_seq || (rc = owner_insert(pe))) {
 		rma__ofi_peer_lost(pe, rc);
 		return;
 	}
+	pe->addr_wait = false;
 	rma__peer_ready(&pe->base);
+}
+
+void rma__ofi_peer_added(struct ofi_peer *pe, uint64_t seq)
+{
+	/* An answer about an endpoint closed since is no news. */
+	if (pe->oe && pe->addr_wait && seq == pe->addr_seq) {
+		pe->addr_wait = false;
+		rma__peer_kick(&pe->base);
+	}
 }
 
 /* The control connection is gone (or never came up): the owner is gone,
@@ -409,6 +458,8 @@ int rma__ofi_post(struct rma__peer *p, const struct rma__xfer *x)
 	}
 	if (!pe->oe && (err = peer_open(pe)))
 		return err;
+	if (pe->addr_wait)
+		return -EAGAIN; /* ADDED kicks the peer */
 	c = ctx_get(ot);
 	if (!c)
 		return -ENOMEM;
@@ -515,4 +566,23 @@ void rma__ofi_peers_fini(struct ofi_tr *ot)
 {
 	while (ot->peers)
 		rma__ofi_disconnect(&ot->peers->base, -ECANCELED);
+}
+
+int rma__ofi_peer_posted(struct rma__transport *t)
+{
+	struct ofi_tr *ot = container_of(t, struct ofi_tr, base);
+	if (!ot->peers || !ot->peers->oe)
+		return -ENOENT;
+	return (int)ot->peers->n;
+}
+
+int rma__ofi_peer_name(struct rma__transport *t, void *buf, size_t cap)
+{
+	struct ofi_tr *ot = container_of(t, struct ofi_tr, base);
+	size_t len = cap;
+	if (!ot->peers || !ot->peers->oe)
+		return -ENOENT;
+	if (fi_getname(&ot->peers->oe->ep->fid, buf, &len))
+		return -ENOSPC;
+	return (int)len;
 }

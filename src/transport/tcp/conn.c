@@ -77,7 +77,6 @@ void rma__tcp_conn_kill(struct conn *c, int err)
 	if (c->hs == HS_DEAD)
 		return;
 	bool was_ready = c->hs == HS_READY;
-	bool was_setup = c->hs == HS_SETUP;
 	c->hs = HS_DEAD;
 	if (tt->stage_c == c)
 		tt->stage_c = NULL;
@@ -87,8 +86,7 @@ void rma__tcp_conn_kill(struct conn *c, int err)
 		tt->bigbuf_total -= 2ull * SOCKBUF;
 	c->bigbuf = false;
 	if (!c->peer) {
-		if (was_setup)
-			rma__tcp_hs_unlink(tt, c);
+		rma__admit_drop(&tt->admit, &c->adm);
 		struct conn **pp = &tt->served;
 		while (*pp != c)
 			pp = &(*pp)->next;

@@ -79,7 +79,6 @@ void rma__tcp_hs_run(struct conn *c)
 		return;
 	}
 	c->hs = HS_READY;
-	rma__tcp_hs_unlink(tt, c);
 	c->last_active = rma__now_ns();
 	rma__tcp_authenticated(c);
 	if (c->hs == HS_READY) /* unless a limit refused it */

@@ -42,8 +42,8 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 				 * listening for a tick rather than spin. */
 				rma__refused(&tt->refusals, RMA__REFUSED_LIMIT,
 					     rma__now_ns());
-				if (tt->nhandshakes) {
-					rma__tcp_admit(tt, NULL);
+				if (tt->admit.nhandshakes) {
+					rma__admit_make_room(&tt->admit, NULL);
 				} else if (!rma__watch_mod(tt->e, &tt->lw, 0)) {
 					tt->listen_paused = true;
 					rma__tcp_timer_start(tt);
@@ -55,15 +55,15 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 			return;
 		}
 		uint8_t raddr[16];
-		rma__tcp_raddr(&sa, raddr);
-		rma__tcp_admit(tt, raddr);
+		rma__admit_raddr(&sa, raddr);
+		rma__admit_make_room(&tt->admit, raddr);
 		struct conn *c = rma__tcp_conn_new(tt, fd, SERVER_RING);
 		if (!c) {
 			close(fd);
 			continue;
 		}
-		memcpy(c->raddr, raddr, 16);
-		c->hs_deadline = rma__now_ns() + tt->lim.handshake_ns;
+		memcpy(c->adm.raddr, raddr, 16);
+		c->hs_deadline = rma__now_ns() + tt->admit.lim.handshake_ns;
 		rma__tcp_tune_socket(fd);
 		c->events = EPOLLIN;
 		if (rma__tcp_hs_begin(c) || rma__watch_add(tt->e, &c->w, EPOLLIN)) {
@@ -75,7 +75,7 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 		c->next = tt->served;
 		tt->served = c;
 		tt->nserved++;
-		rma__tcp_hs_link(tt, c);
+		rma__admit_handshake(&tt->admit, &c->adm);
 		rma__tcp_timer_start(tt);
 	}
 }
@@ -128,7 +128,7 @@ static int tcp_init(struct rma_engine *e, const struct rma__topts *o,
 	tt->depth = p->queue_depth;
 	tt->stripes = (unsigned)stripes;
 	rma__setup_key(p->secret, tt->key);
-	if ((rc = rma__tcp_limits_init(&tt->lim, o))) {
+	if ((rc = rma__tcp_limits_init(tt, o))) {
 		free(tt);
 		return rc;
 	}

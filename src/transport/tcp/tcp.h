@@ -4,7 +4,8 @@
  *   conn.c       a connection's data path: rings, reading, writing, serving
  *   handshake.c  the connection setup (transport/setup.h) on each connection
  *   limits.c     what the target allows: handshake and connection caps,
- *                per-address caps, timers, idle connections, large buffers
+ *                per-address caps (transport/admit.c, shared with ofi),
+ *                timers, idle connections, large buffers
  *   addr.c       addresses and socket options
  *   wire.c       the message codec (wire.h)
  * Nothing here leaves the transport; the core sees only rma__tcp_ops.
@@ -16,6 +17,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "transport/admit.h"
 #include "transport/setup.h"
 #include "transport/tcp/wire.h"
 #include "transport/transport.h"
@@ -38,17 +40,6 @@
 #define ACCEPT_BATCH 32            /* connections accepted per wake-up */
 #define TICK_NS (100 * 1000000LL)  /* resolution of the tcp timers */
 #define HS_RETRIES 8               /* handshakes reset by a flooded target */
-
-/* What the target allows (limits.c; defaults there, options override). */
-struct tcp_limits {
-	unsigned conns;          /* authenticated connections, all peers */
-	unsigned handshakes;     /* connections still in the handshake */
-	unsigned addr_conns;     /* authenticated, from one remote address */
-	unsigned addr_handshakes;/* in the handshake, from one remote address */
-	int64_t handshake_ns;    /* time a connection has to authenticate */
-	int64_t idle_ns;         /* authenticated, nothing in flight: closed
-	                          * after this long (0 = never) */
-};
 
 enum hs_state {
 	HS_CONNECTING, /* client: connect() in progress */
@@ -84,9 +75,9 @@ struct conn {
 	int64_t hs_deadline;
 	struct rma__setup *setup; /* while in HS_SETUP */
 	uint32_t events;
-	uint8_t raddr[16];     /* target: remote address (IPv4 mapped) */
+	struct rma__admitted adm; /* target: its address, its place in the
+				   * limits (admit.h) */
 	int64_t last_active;   /* target: last byte in or out, ns */
-	struct conn *hs_newer, *hs_older; /* target: in the handshake, by age */
 	bool bigbuf;           /* holds SOCKBUF buffers */
 
 	/* rx */
@@ -134,9 +125,7 @@ struct tcp_tr {
 	struct conn *served;     /* accepted connections */
 	struct tcp_peer *peers;  /* connections we started, by peer */
 	unsigned nserved;        /* all accepted */
-	unsigned nhandshakes;    /* accepted, still in the handshake: */
-	struct conn *hs_newest, *hs_oldest;
-	struct tcp_limits lim;
+	struct rma__admit admit; /* what the target allows (limits.c) */
 	struct rma__refusals refusals;
 	uint64_t bigbuf_total;   /* SOCKBUF bytes granted, both ways */
 	struct rma__timer tick;  /* limits.c: handshake and idle timers */
@@ -179,22 +168,15 @@ void rma__tcp_hs_run(struct conn *c);
 void rma__tcp_connected(struct conn *c);
 
 /* limits.c */
-/* Defaults, or the instance's options (tcp_options in tcp.c); -EINVAL. */
-int rma__tcp_limits_init(struct tcp_limits *l, const struct rma__topts *o);
-/* A connection was accepted from raddr: make room among the handshakes
- * (evicting the oldest, silent ones first) before it is added; NULL: out
- * of fds, evict one anyway. */
-void rma__tcp_admit(struct tcp_tr *tt, const uint8_t raddr[16]);
+/* The limits (admit.h): defaults, or the instance's options (tcp_options
+ * in tcp.c); -EINVAL. */
+int rma__tcp_limits_init(struct tcp_tr *tt, const struct rma__topts *o);
 /* c proved the secret: apply the connection caps (evicting the idlest or
  * refusing c) and grant large buffers within their bound. */
 void rma__tcp_authenticated(struct conn *c);
-/* The target's connections in the handshake, oldest first. */
-void rma__tcp_hs_link(struct tcp_tr *tt, struct conn *c);
-void rma__tcp_hs_unlink(struct tcp_tr *tt, struct conn *c);
 /* Timers (handshakes too slow, idle connections, the refusal log) tick
  * every TICK_NS while there is a connection or a refusal to report. */
 void rma__tcp_timer_start(struct tcp_tr *tt);
-void rma__tcp_raddr(const struct sockaddr_storage *sa, uint8_t out[16]);
 
 /* tcp.c */
 int rma__tcp_conn_start(struct tcp_peer *p);
