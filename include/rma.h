@@ -82,7 +82,7 @@ struct rma_config {
 	unsigned stripes;       /* connections per peer for striping; 4 */
 	uint64_t max_msg_size;  /* chunk size; 0 = the transport's (tcp: 1 MiB) */
 	int timeout_ms;         /* default op deadline; 30000; RMA_NONE = none */
-	int spin_us;            /* busy-poll before sleeping; 50; RMA_NONE = none */
+	int spin_us;            /* busy-poll before sleeping; 200; RMA_NONE = none */
 	const char *advertise;  /* host peers should use to reach tcp's listen
 				 * address; NULL = itself, or for 0.0.0.0/[::]
 				 * the default route's interface */

@@ -96,7 +96,7 @@ int rma__config_resolve(const struct rma_config *in, struct rma_config *out)
 	if (!out->timeout_ms)
 		out->timeout_ms = 30000;
 	if (!out->spin_us)
-		out->spin_us = 50;
+		out->spin_us = 200;
 	if (!out->cache_entries)
 		out->cache_entries = 1024;
 	if (!out->cache_bytes)
