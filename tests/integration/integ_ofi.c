@@ -555,6 +555,38 @@ struct fake {
 	ssize_t after; /* bytes the initiator sent after message 1 */
 };
 
+/* The token of t's "rw" window (its bytes in b) with its control address
+ * pointed at a fresh listener on 127.0.0.1 (*lfd): a fake owner's.  Also
+ * the owner's engine id and serving address as the token names them. */
+static rma_remote *ctl_redirected(struct target *t, uint8_t *b, int *lfd,
+				  uint64_t *engine_id, const uint8_t **addr,
+				  size_t *addr_len)
+{
+	unsigned blen;
+	int n = ad_bytes(t, "rw", 0, 0, 0, b);
+	uint8_t *blob = ofi_blob(b, n, &blen);
+	size_t o_ctl = 6 + (size_t)blob[2] + blob[3] + (blob[4] | blob[5] << 8);
+	CHECK(blob[1] == 2 && blob[o_ctl] == 7);
+	*engine_id = 0;
+	for (int i = 0; i < 8; i++)
+		*engine_id |= (uint64_t)b[8 + i] << (8 * i);
+	if (addr) {
+		*addr = blob + 6 + blob[2] + blob[3];
+		*addr_len = (size_t)(blob[4] | blob[5] << 8);
+	}
+	*lfd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof sa;
+	CHECK(bind(*lfd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+	      listen(*lfd, 4) == 0 &&
+	      getsockname(*lfd, (struct sockaddr *)&sa, &sl) == 0);
+	uint16_t port = ntohs(sa.sin_port);
+	blob[o_ctl + 2] = (uint8_t)port;
+	blob[o_ctl + 3] = (uint8_t)(port >> 8);
+	return reseal(b, n);
+}
+
 static void *fake_owner(void *arg)
 {
 	struct fake *f = arg;
@@ -593,29 +625,11 @@ static int case_fake_owner(void)
 	static struct target_opts o = { .secret = "open sesame", .rw_size = 4 * MiB };
 	struct target t;
 	uint8_t b[RMA_ADVERTISEMENT_MAX];
-	unsigned blen;
 	o.transports = spec;
 	if (target_start(&t, &o))
 		return TEST_SKIP;
-	int n = ad_bytes(&t, "rw", 0, 0, 0, b);
-	uint8_t *blob = ofi_blob(b, n, &blen);
-	size_t o_ctl = 6 + (size_t)blob[2] + blob[3] + (blob[4] | blob[5] << 8);
-	CHECK(blob[1] == 2 && blob[o_ctl] == 7);
-
 	struct fake f = { .engine_id = 0 };
-	for (int i = 0; i < 8; i++)
-		f.engine_id |= (uint64_t)b[8 + i] << (8 * i);
-	f.lfd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t sl = sizeof sa;
-	CHECK(bind(f.lfd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-	      listen(f.lfd, 4) == 0 &&
-	      getsockname(f.lfd, (struct sockaddr *)&sa, &sl) == 0);
-	uint16_t port = ntohs(sa.sin_port);
-	blob[o_ctl + 2] = (uint8_t)port;
-	blob[o_ctl + 3] = (uint8_t)(port >> 8);
-	rma_remote *r = reseal(b, n);
+	rma_remote *r = ctl_redirected(&t, b, &f.lfd, &f.engine_id, NULL, NULL);
 	pthread_t th;
 	CHECK(pthread_create(&th, NULL, fake_owner, &f) == 0);
 
@@ -708,28 +722,9 @@ static void *raw_owner(void *arg)
 static int64_t raw_record(struct target *t, unsigned len_field)
 {
 	uint8_t b[RMA_ADVERTISEMENT_MAX];
-	unsigned blen;
-	int n = ad_bytes(t, "rw", 0, 0, 0, b);
-	uint8_t *blob = ofi_blob(b, n, &blen);
-	size_t o_ctl = 6 + (size_t)blob[2] + blob[3] + (blob[4] | blob[5] << 8);
-	CHECK(blob[1] == 2 && blob[o_ctl] == 7);
-
 	struct raw_owner f = { .len_field = len_field };
-	for (int i = 0; i < 8; i++)
-		f.engine_id |= (uint64_t)b[8 + i] << (8 * i);
-	f.addr = blob + 6 + blob[2] + blob[3];
-	f.addr_len = (size_t)(blob[4] | blob[5] << 8);
-	f.lfd = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t sl = sizeof sa;
-	CHECK(bind(f.lfd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-	      listen(f.lfd, 4) == 0 &&
-	      getsockname(f.lfd, (struct sockaddr *)&sa, &sl) == 0);
-	uint16_t port = ntohs(sa.sin_port);
-	blob[o_ctl + 2] = (uint8_t)port;
-	blob[o_ctl + 3] = (uint8_t)(port >> 8);
-	rma_remote *r = reseal(b, n);
+	rma_remote *r = ctl_redirected(t, b, &f.lfd, &f.engine_id, &f.addr,
+				       &f.addr_len);
 	pthread_t th;
 	CHECK(pthread_create(&th, NULL, raw_owner, &f) == 0);
 
