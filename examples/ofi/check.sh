@@ -25,6 +25,10 @@ fail() {
 start() {
 	rm -f "$tmp/stdin"
 	mkfifo "$tmp/stdin"
+	# Empty the last target's output here: the child opens (truncates) it
+	# only after the FIFO meets, and a loaded host may let us read the
+	# old advertisement first.
+	: >"$tmp/target.out"
 	"$BIN/one_target" "$@" <"$tmp/stdin" >"$tmp/target.out" 2>"$tmp/target.err" &
 	tpid=$!
 	exec 3>"$tmp/stdin"
