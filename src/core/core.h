@@ -285,6 +285,7 @@ static inline bool rma__timers_due(const struct rma_engine *e, int64_t now)
 int rma__progress_init(struct rma_engine *e);
 int rma__progress_start(struct rma_engine *e);
 void rma__progress_stop(struct rma_engine *e);
+/* One round; returns the events that brought work (0: none), or -errno. */
 int rma__progress_once(struct rma_engine *e, int timeout_ms);
 void rma__wake(struct rma_engine *e);
 void rma__unpark(struct rma_engine *e); /* a parked progress thread looks again */

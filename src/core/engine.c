@@ -210,6 +210,7 @@ RMA_EXPORT int rma_engine_create(const struct rma_config *cfg, rma_engine **out)
 	e->p.queue_depth = e->cfg.queue_depth;
 	e->p.stripes = e->cfg.stripes;
 	e->p.max_msg_size = e->cfg.max_msg_size;
+	e->p.manual = (e->flags & RMA_ENGINE_MANUAL_PROGRESS) != 0;
 	e->p.engine_id = rma__random_u64();
 	rc = -EIO;
 	if (!e->p.engine_id)

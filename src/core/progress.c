@@ -103,15 +103,19 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms)
 	n = epoll_wait(e->epfd, ev, 64, timeout_ms);
 	pthread_mutex_lock(&e->mu);
 	__atomic_sub_fetch(&e->pollers, 1, __ATOMIC_SEQ_CST);
+	int active = 0;
 	for (int i = 0; i < n; i++) {
 		struct rma__watch *w = ev[i].data.ptr;
-		if (!w->retired)
+		if (!w->retired) {
+			w->quiet = false;
 			w->cb(w, ev[i].events);
+			active += !w->quiet;
+		}
 	}
 	for (unsigned i = 0; i < e->ntr; i++)
 		e->tr[i]->ops->progress(e->tr[i]);
 	int64_t now = rma__now_ns();
-	if (n > 0)
+	if (active > 0)
 		e->last_activity = now;
 	rma__pump_pending(e);
 	if (rma__timers_due(e, now)) {
@@ -123,7 +127,7 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms)
 	pthread_cond_broadcast(&e->done_cv);
 	pthread_mutex_unlock(&e->mu);
 	rma__deliver_callbacks(e);
-	return n < 0 ? -errno : n;
+	return n < 0 ? -errno : active;
 }
 
 void rma__deliver_callbacks(struct rma_engine *e)

@@ -301,6 +301,9 @@ int rma__target_lookup(struct rma_engine *e, uint64_t key, uint64_t raddr,
 struct rma__watch {
 	int fd;
 	int retired;
+	/* cb may set quiet: the event brought nothing (a readiness it keeps
+	 * on purpose), so it is no sign of activity to spin on. */
+	bool quiet;
 	void (*cb)(struct rma__watch *w, uint32_t events);
 	void (*release)(struct rma__watch *w);
 	struct rma__watch *gnext;
@@ -355,6 +358,8 @@ struct rma__engine_params {
 	unsigned stripes;         /* rma_config.stripes: tcp's default */
 	uint64_t max_msg_size;
 	uint64_t engine_id;
+	bool manual;              /* no progress thread: callers sleep on the
+				   * epoll set (the completion fd) */
 };
 const struct rma__engine_params *rma__engine_params(struct rma_engine *e);
 int64_t rma__now_ns(void);

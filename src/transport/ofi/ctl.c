@@ -793,9 +793,9 @@ void rma__ofi_ctl_progress(struct ofi_tr *ot)
 {
 	for (struct ofi_ctl *c = ot->served; c; c = c->next)
 		if (c->serve)
-			rma__ofi_cq_drain(c->serve);
+			rma__ofi_cq_poll(c->serve);
 	for (struct ofi_ctl *d = ot->idle; d; d = d->next)
-		rma__ofi_cq_drain(d->serve);
+		rma__ofi_cq_poll(d->serve);
 }
 
 int rma__ofi_ctl_arm(struct ofi_tr *ot)

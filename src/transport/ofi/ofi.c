@@ -177,14 +177,24 @@ static void cq_cb(struct rma__watch *w, uint32_t ev)
 {
 	struct ofi_ep *oe = container_of(w, struct ofi_ep, w);
 	struct fid *f = &oe->cq->fid;
+
+	oe->drained = true; /* this round's progress need not read it again */
+	if (rma__ofi_cq_drain(oe))
+		return;
 	/* The wait fd stays readable until fi_trywait resets its signal:
-	 * without this the (level-triggered) watch fires in every round and
-	 * no caller sleeping in epoll ever does.  But not right after
-	 * completions: a caller waits for them, and the reset's system calls
-	 * would come before it sees them; the next round, finding the queue
-	 * empty, resets it.  -FI_EAGAIN: more is queued, and the fd rightly
-	 * stays readable. */
-	if (rma__ofi_cq_drain(oe) == 0)
+	 * then the (level-triggered) watch fires in every round, and nobody
+	 * sleeping in epoll sleeps.  But once reset, the provider writes the
+	 * signal again with the next completion: a write and a read per op,
+	 * on its critical path, waking every epoll set above it.  So while
+	 * completions come, keep it set (the event is then quiet: no sign of
+	 * new work), and reset it once the queue has been quiet for
+	 * OFI_QUIET_NS; a thread about to sleep resets every queue (arm).
+	 * Without a progress thread the caller sleeps on our epoll set
+	 * itself: reset at once.  -FI_EAGAIN: more is queued, and the fd
+	 * rightly stays readable. */
+	if (oe->ot->keep_signal && rma__now_ns() - oe->last_taken <= OFI_QUIET_NS)
+		w->quiet = true;
+	else
 		fi_trywait(oe->ot->fabric, &f, 1);
 }
 
@@ -324,6 +334,7 @@ static int ofi_init(struct rma_engine *e, const struct rma__topts *o,
 	ot->e = e;
 	ot->lw.fd = -1;
 	ot->engine_id = par->engine_id;
+	ot->keep_signal = !par->manual;
 	rma__setup_key(par->secret, ot->key);
 	ot->open = !par->secret || !*par->secret;
 	int lrc = rma__ofi_ctl_limits(ot, o); /* rc stays -ENODEV for the loop */

@@ -41,6 +41,7 @@
 #define OFI_CQ_BATCH 16
 #define OFI_ABORT_GRACE_NS (20LL * 1000000) /* before a reset stops an abort */
 #define OFI_POLL_NS (200LL * 1000)          /* providers without a wait fd */
+#define OFI_QUIET_NS (100LL * 1000)         /* a CQ this quiet gets its fd reset */
 #define OFI_SETUP_KIND 3                    /* setup.h kind: ofi's control */
 #define OFI_CTL_ADDR_MAX 19                 /* tcp-format address: v4 7, v6 19 */
 #define OFI_HANDSHAKE_NS (10LL * 1000000000) /* initiator: setup to WELCOME */
@@ -62,7 +63,9 @@ struct ofi_ep {
 	struct fid_ep *ep;
 	struct fid_cq *cq;
 	struct fid_av *av;
+	int64_t last_taken; /* when a drain last took a completion */
 	bool watched;
+	bool drained;       /* by its wait fd's event, in this round */
 };
 
 /* One posted chunk; its fi_context2 is the op context libfabric hands back. */
@@ -159,6 +162,7 @@ struct ofi_tr {
 				  * bytes (0: not FI_MR_RAW) */
 	unsigned tx_size;
 	bool wait_fd;            /* CQs have FI_WAIT_FD */
+	bool keep_signal;        /* a progress thread: busy CQs keep it set */
 	const char *prov;        /* option value: tcp, sockets, shm, efa, verbs */
 	char prov_name[OFI_NAME_MAX], fabric_name[OFI_NAME_MAX];
 	uint8_t addr[OFI_ADDR_MAX];
@@ -202,6 +206,7 @@ int rma__ofi_post(struct rma__peer *p, const struct rma__xfer *x);
 int rma__ofi_abort(struct rma__peer *p, uint64_t op_id, int err);
 void rma__ofi_progress(struct rma__transport *t);
 int rma__ofi_arm(struct rma__transport *t);
+void rma__ofi_cq_poll(struct ofi_ep *oe); /* unless its event read it */
 int rma__ofi_cq_drain(struct ofi_ep *oe); /* entries taken */
 void rma__ofi_peers_fini(struct ofi_tr *ot);
 /* peer.c, for ctl.c */

@@ -179,6 +179,11 @@ int rma__ofi_cq_drain(struct ofi_ep *oe)
 				if (ent[i].op_context)
 					ctx_done(ent[i].op_context, 0);
 			taken += (int)n;
+			/* A short read emptied the queue: another would only
+			 * run the provider's progress again, between this
+			 * completion and the caller waiting for it. */
+			if (n < OFI_CQ_BATCH)
+				break;
 			continue;
 		}
 		if (n == -FI_EAVAIL) {
@@ -214,6 +219,8 @@ int rma__ofi_cq_drain(struct ofi_ep *oe)
 				  fi_strerror((int)-n));
 		break;
 	}
+	if (taken)
+		oe->last_taken = rma__now_ns();
 	if (pe && pe->stalled) {
 		pe->stalled = false;
 		rma__peer_kick(&pe->base);
@@ -531,16 +538,28 @@ int rma__ofi_abort(struct rma__peer *p, uint64_t op_id, int err)
 	return RMA__ABORT_PENDING;
 }
 
+/* Read a queue in this round unless its event already did. */
+void rma__ofi_cq_poll(struct ofi_ep *oe)
+{
+	if (oe->drained)
+		oe->drained = false;
+	else
+		rma__ofi_cq_drain(oe);
+}
+
 void rma__ofi_progress(struct rma__transport *t)
 {
 	struct ofi_tr *ot = container_of(t, struct ofi_tr, base);
-	/* The passive side too: manual-progress providers connect and serve
-	 * only while their queue is read. */
-	rma__ofi_cq_drain(ot->serve);
-	rma__ofi_ctl_progress(ot);
+	/* Peers' queues every round: their completions are what a caller
+	 * waits for. */
 	for (struct ofi_peer *pe = ot->peers; pe; pe = pe->next)
 		if (pe->oe)
-			rma__ofi_cq_drain(pe->oe);
+			rma__ofi_cq_poll(pe->oe);
+	/* The passive side too: providers connect and serve remote ops only
+	 * while the serving endpoints' queues are read (their wait fds do not
+	 * tell of every request). */
+	rma__ofi_cq_poll(ot->serve);
+	rma__ofi_ctl_progress(ot);
 }
 
 int rma__ofi_arm(struct rma__transport *t)
