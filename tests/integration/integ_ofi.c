@@ -31,12 +31,16 @@
  *              OFI_RAW_KEY_MAX), bytes and all, fails the op with
  *              -EBADMSG; 256 passes the decoder and reaches the mapping
  *              (which tcp and sockets refuse: they are not FI_MR_RAW)
+ *   idle       after a stream of puts (completions taken by the progress
+ *              thread), initiator and target go idle: a busy queue's kept
+ *              wait-fd signal (cq_cb) must not keep a thread spinning
  */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "integ_common.h"
 #include "util/base64url.h"
@@ -45,6 +49,7 @@
 #include <arpa/inet.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -759,6 +764,80 @@ static int case_raw_record(void)
 	return 0;
 }
 
+static int64_t clock_ns(clockid_t id)
+{
+	struct timespec ts;
+	clock_gettime(id, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* A process's CPU time (all threads), from /proc: user + system ticks. */
+static int64_t proc_cpu_ns(pid_t pid)
+{
+	char path[64], line[1024];
+	unsigned long ut = 0, st = 0;
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	CHECKF(f, "%s: %s", path, strerror(errno));
+	CHECKF(fgets(line, sizeof line, f), "%s: empty", path);
+	fclose(f);
+	const char *p = strrchr(line, ')'); /* the name may hold spaces */
+	CHECKF(p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+			   &ut, &st) == 2, "%s: cannot parse", path);
+	return (int64_t)(ut + st) * (1000000000 / sysconf(_SC_CLK_TCK));
+}
+
+static void idle_cb(void *arg, const struct rma_completion *c, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (c[i].result == 8)
+			__atomic_add_fetch((int *)arg, 1, __ATOMIC_RELEASE);
+}
+
+static int case_idle(void)
+{
+	struct target t;
+	int rc = start(&t, spec, MiB);
+	if (rc)
+		return rc;
+	rma_engine *e = engine_of(spec);
+	char *buf = test_alloc(4096);
+	rma_region *l = integ_region(e, buf, 4096);
+	rma_remote *r = integ_remote(&t, "rw");
+	CHECK_RC(integ_op(e, RMA_OP_PUT, l, r, 0, 8, 10000), 8); /* connected */
+	/* Completions through a callback: the progress thread takes every
+	 * one, its CQ's signal kept set while they come (cq_cb). */
+	int done = 0;
+	CHECK_RC(rma_set_callback(e, idle_cb, &done), 0);
+	for (int i = 0; i < 2000; i++) {
+		struct rma_op op = { .kind = RMA_OP_PUT, .local = l, .remote = r,
+				     .len = 8, .user_data = (uint64_t)i };
+		CHECK_RC(rma_post(e, &op, 1, 10000, NULL), 1);
+		int64_t until = clock_ns(CLOCK_MONOTONIC) + 10000000000LL;
+		while (__atomic_load_n(&done, __ATOMIC_ACQUIRE) <= i) {
+			CHECKF(clock_ns(CLOCK_MONOTONIC) < until, "op %d: no completion in 10 s", i);
+			sched_yield();
+		}
+	}
+	usleep(50 * 1000); /* past the spin and the quiet time */
+	int64_t c0 = clock_ns(CLOCK_PROCESS_CPUTIME_ID), t0 = proc_cpu_ns(t.pid);
+	int64_t w0 = clock_ns(CLOCK_MONOTONIC);
+	usleep(1000 * 1000);
+	int64_t used = clock_ns(CLOCK_PROCESS_CPUTIME_ID) - c0;
+	int64_t tused = proc_cpu_ns(t.pid) - t0;
+	int64_t wall = clock_ns(CLOCK_MONOTONIC) - w0;
+	/* A spinning thread takes most of a core even on a loaded host. */
+	CHECKF(used < wall / 10, "the idle initiator used %lld ms of CPU in %lld ms",
+	       (long long)(used / 1000000), (long long)(wall / 1000000));
+	CHECKF(tused < wall / 10, "the idle target used %lld ms of CPU in %lld ms",
+	       (long long)(tused / 1000000), (long long)(wall / 1000000));
+	CHECK_RC(rma_set_callback(e, NULL, NULL), 0);
+	rma_remote_free(r);
+	rma_engine_destroy(e);
+	target_stop(&t);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -774,6 +853,7 @@ static const struct {
 	{ "proof", case_proof },
 	{ "fake_owner", case_fake_owner },
 	{ "raw_record", case_raw_record },
+	{ "idle", case_idle },
 };
 
 int main(int argc, char **argv)
