@@ -31,12 +31,17 @@
  *              OFI_RAW_KEY_MAX), bytes and all, fails the op with
  *              -EBADMSG; 256 passes the decoder and reaches the mapping
  *              (which tcp and sockets refuse: they are not FI_MR_RAW)
+ *   stale_names  (shm) a crashed process leaves its shared-memory files
+ *              behind, named by its pid; a new process that gets the same
+ *              pid must still start ofi:prov=shm (names of our own)
  *   idle       after a stream of puts (completions taken by the progress
  *              thread), initiator and target go idle: a busy queue's kept
  *              wait-fd signal (cq_cb) must not keep a thread spinning
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -838,6 +843,49 @@ static int case_idle(void)
 	return 0;
 }
 
+static int case_stale_names(void)
+{
+	/* libfabric's shm names an endpoint "pid:uid:n" by default: files
+	 * such a name would take, as a killed process with our pid left them. */
+	enum { N = 32 };
+	char path[N][64];
+	bool made[N];
+	for (int i = 0; i < N; i++) {
+		snprintf(path[i], sizeof path[i], "/dev/shm/%d:%d:%d", (int)getpid(),
+			 (int)getuid(), i);
+		int fd = open(path[i], O_CREAT | O_EXCL | O_RDWR, 0600);
+		made[i] = fd >= 0;
+		if (fd >= 0)
+			close(fd);
+	}
+	struct rma_config cfg;
+	rma_engine *e = NULL;
+	rma_config_init(&cfg);
+	cfg.transports = spec;
+	int rc = rma_engine_create(&cfg, &e);
+	for (int i = 0; i < N; i++)
+		if (made[i])
+			unlink(path[i]);
+	CHECK_RC(rc, 0);
+	/* And it moves bytes: a target in another process, a put and a get. */
+	struct target t;
+	if ((rc = start(&t, spec, MiB)))
+		return rc;
+	char *buf = test_alloc(65536);
+	rma_region *l = integ_region(e, buf, 65536);
+	rma_remote *r = integ_remote(&t, "rw");
+	memset(buf, 0x3c, 65536);
+	CHECK_RC(integ_op(e, RMA_OP_PUT, l, r, 0, 65536, 10000), 65536);
+	memset(buf, 0, 65536);
+	CHECK_RC(integ_op(e, RMA_OP_GET, l, r, 0, 65536, 10000), 65536);
+	for (int i = 0; i < 65536; i++)
+		CHECKF((unsigned char)buf[i] == 0x3c, "byte %d: %#x", i, buf[i]);
+	rma_remote_free(r);
+	rma_engine_destroy(e);
+	target_stop(&t);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -854,6 +902,7 @@ static const struct {
 	{ "fake_owner", case_fake_owner },
 	{ "raw_record", case_raw_record },
 	{ "idle", case_idle },
+	{ "stale_names", case_stale_names },
 };
 
 int main(int argc, char **argv)

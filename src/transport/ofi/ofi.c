@@ -233,9 +233,11 @@ int rma__ofi_ep_open(struct ofi_tr *ot, struct ofi_peer *peer,
 		return -ENOMEM;
 	oe->ot = ot;
 	oe->peer = peer;
-	if (peer && info->addr_format == FI_ADDR_STR) {
-		/* shm names an endpoint by its source address: each of a
-		 * peer's endpoints needs a name of its own. */
+	if (info->addr_format == FI_ADDR_STR) {
+		/* shm names an endpoint by its source address, by default
+		 * "pid:uid:n": each endpoint needs a name of its own, and one
+		 * no earlier process can hold (a killed one leaves its files,
+		 * and a later process may get its pid). */
 		dup = fi_dupinfo(info);
 		if (!dup) {
 			free(oe);
