@@ -40,6 +40,8 @@
 #define OFI_DEFAULT_MAX_MSG (1u << 20)
 #define OFI_CQ_BATCH 16
 #define OFI_ABORT_GRACE_NS (20LL * 1000000) /* before a reset stops an abort */
+#define OFI_RESET_GRACE_NS (1000LL * 1000000) /* for a broken connection's
+						 * chunks to be reported */
 #define OFI_POLL_NS (200LL * 1000)          /* providers without a wait fd */
 #define OFI_QUIET_NS (100LL * 1000)         /* a CQ this quiet gets its fd reset */
 #define OFI_SETUP_KIND 3                    /* setup.h kind: ofi's control */

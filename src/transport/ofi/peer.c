@@ -166,6 +166,21 @@ static int cq_errno(int err, int prov_errno)
 	}
 }
 
+/*
+ * A reset is due (the connection broke): close the endpoint once the
+ * provider has reported every chunk it holds, or after OFI_RESET_GRACE_NS.
+ * Not at once: closing a tcp;ofi_rxm endpoint while its broken connection
+ * still holds transfers crashes libfabric 1.17 inside fi_close (it handles
+ * the cancelled transfers' completions after freeing them), and a killed
+ * peer's connection reports them all within a few progress rounds.
+ */
+static void reset_soon(struct ofi_peer *pe)
+{
+	int64_t at = pe->n ? rma__now_ns() + OFI_RESET_GRACE_NS : 0;
+	if (!rma__timer_armed(&pe->abort_tm) || pe->abort_tm.at > at)
+		rma__timer_arm(pe->ot->e, &pe->abort_tm, at);
+}
+
 int rma__ofi_cq_drain(struct ofi_ep *oe)
 {
 	struct fi_cq_entry ent[OFI_CQ_BATCH];
@@ -225,8 +240,8 @@ int rma__ofi_cq_drain(struct ofi_ep *oe)
 		pe->stalled = false;
 		rma__peer_kick(&pe->base);
 	}
-	if (pe && pe->reset_due && !rma__timer_armed(&pe->abort_tm))
-		rma__timer_arm(oe->ot->e, &pe->abort_tm, 0);
+	if (pe && pe->reset_due)
+		reset_soon(pe);
 	return taken;
 }
 
@@ -349,7 +364,13 @@ void rma__ofi_peer_lost(struct ofi_peer *pe, int err)
 	if (pe->oe && pe->n)
 		rma__ofi_cq_drain(pe->oe); /* take what has finished */
 	rma__timer_cancel(pe->ot->e, &pe->abort_tm);
-	peer_reset(pe, err);
+	if (pe->oe && pe->n) {
+		/* The provider reports the rest (reset_soon). */
+		pe->reset_due = true;
+		reset_soon(pe);
+	} else {
+		peer_reset(pe, err);
+	}
 	rma__peer_failed(&pe->base, err);
 }
 
@@ -514,7 +535,7 @@ int rma__ofi_post(struct rma__peer *p, const struct rma__xfer *x)
 	if (err == -ECONNRESET || (rc == -FI_ENOENT && pe->authed)) {
 		/* The connection is gone: a new endpoint connects afresh. */
 		pe->reset_due = true;
-		rma__timer_arm(ot->e, &pe->abort_tm, 0);
+		reset_soon(pe);
 		return -EAGAIN;
 	}
 	rma__warn("ofi: %s: post: %s", ot->base.spec, fi_strerror((int)-rc));
