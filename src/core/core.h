@@ -219,6 +219,8 @@ struct rma_engine {
 	bool backlog;            /* the last pump left a peer at its credit
 				  * limit with chunks queued */
 	int pollers;             /* threads between epoll_wait and handling */
+	struct rma__watch *hot;  /* the direct watch that last found work */
+	unsigned spins;          /* spinning rounds, for the epoll_wait of each 4th */
 	struct rma__watch *grave; /* retired watches awaiting release */
 };
 
@@ -286,7 +288,8 @@ int rma__progress_init(struct rma_engine *e);
 int rma__progress_start(struct rma_engine *e);
 void rma__progress_stop(struct rma_engine *e);
 /* One round; returns the events that brought work (0: none), or -errno. */
-int rma__progress_once(struct rma_engine *e, int timeout_ms);
+int rma__progress_once(struct rma_engine *e, int timeout_ms, bool direct);
+void rma__spin_idle(void);
 void rma__wake(struct rma_engine *e);
 void rma__unpark(struct rma_engine *e); /* a parked progress thread looks again */
 void rma__retime(struct rma_engine *e);

@@ -103,7 +103,7 @@ RMA_EXPORT int rma_poll(rma_engine *e, struct rma_completion *out, size_t max)
 		/* A round can outlast the lease (a large get's bytes are
 		 * copied in it): the thread waits for it all the same. */
 		__atomic_add_fetch(&e->polling, 1, __ATOMIC_RELAXED);
-		int got = rma__progress_once(e, 0);
+		int got = rma__progress_once(e, 0, false);
 		__atomic_store_n(&e->poll_lease, rma__now_ns() + RMA__POLL_LEASE_NS,
 				 __ATOMIC_RELAXED);
 		__atomic_sub_fetch(&e->polling, 1, __ATOMIC_RELAXED);

@@ -20,6 +20,8 @@
 
 #define PARK_NS 1000000      /* a parked thread's first look */
 #define PARK_MAX_NS 10000000 /* the longest it sleeps without a look */
+#define SPIN_EPOLL 4         /* a spinning round asks epoll this often */
+#define SPIN_YIELD 4         /* an idle spinning round yields this often */
 
 int rma__watch_add(struct rma_engine *e, struct rma__watch *w, uint32_t events)
 {
@@ -36,6 +38,8 @@ int rma__watch_mod(struct rma_engine *e, struct rma__watch *w, uint32_t events)
 
 void rma__watch_retire(struct rma_engine *e, struct rma__watch *w)
 {
+	if (e->hot == w)
+		__atomic_store_n(&e->hot, NULL, __ATOMIC_RELAXED);
 	epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
 	w->retired = 1;
 	w->gnext = e->grave;
@@ -94,22 +98,51 @@ void rma__wake(struct rma_engine *e)
 	}
 }
 
-int rma__progress_once(struct rma_engine *e, int timeout_ms)
+/*
+ * One round: the events of ready fds, each transport's progress hook,
+ * deadlines, freed credits.  Returns the events that found work.
+ *
+ * A spinning round (timeout 0) of a waiter or the thread (direct) tries
+ * the hot watch first, the direct one (tcp's connections) whose callback
+ * last found work: a read that finds the reply is one system call where
+ * epoll_wait and the read are two, and an empty one costs what an empty
+ * epoll_wait does.  Every SPIN_EPOLL-th spinning round, and every round
+ * without a hot watch, asks epoll, so other fds wait a few microseconds at
+ * most.  rma_poll's rounds always ask epoll: they run between a caller's
+ * posts, and reading as soon as a byte lands would split the replies that
+ * a round of epoll lets gather.
+ */
+int rma__progress_once(struct rma_engine *e, int timeout_ms, bool direct)
 {
 	struct epoll_event ev[64];
-	int n;
+	int n = 0, active = 0, err = 0;
 
-	__atomic_add_fetch(&e->pollers, 1, __ATOMIC_SEQ_CST);
-	n = epoll_wait(e->epfd, ev, 64, timeout_ms);
-	pthread_mutex_lock(&e->mu);
-	__atomic_sub_fetch(&e->pollers, 1, __ATOMIC_SEQ_CST);
-	int active = 0;
-	for (int i = 0; i < n; i++) {
-		struct rma__watch *w = ev[i].data.ptr;
-		if (!w->retired) {
+	if (direct && !timeout_ms && __atomic_load_n(&e->hot, __ATOMIC_RELAXED) &&
+	    __atomic_add_fetch(&e->spins, 1, __ATOMIC_RELAXED) % SPIN_EPOLL) {
+		pthread_mutex_lock(&e->mu);
+		struct rma__watch *w = e->hot;
+		if (w) {
 			w->quiet = false;
-			w->cb(w, ev[i].events);
-			active += !w->quiet;
+			w->cb(w, 0);
+			active = !w->quiet;
+		}
+	} else {
+		__atomic_add_fetch(&e->pollers, 1, __ATOMIC_SEQ_CST);
+		n = epoll_wait(e->epfd, ev, 64, timeout_ms);
+		err = errno;
+		pthread_mutex_lock(&e->mu);
+		__atomic_sub_fetch(&e->pollers, 1, __ATOMIC_SEQ_CST);
+		for (int i = 0; i < n; i++) {
+			struct rma__watch *w = ev[i].data.ptr;
+			if (!w->retired) {
+				w->quiet = false;
+				w->cb(w, ev[i].events);
+				if (!w->quiet) {
+					active++;
+					if (w->direct && !w->retired)
+						__atomic_store_n(&e->hot, w, __ATOMIC_RELAXED);
+				}
+			}
 		}
 	}
 	for (unsigned i = 0; i < e->ntr; i++)
@@ -127,7 +160,29 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms)
 	pthread_cond_broadcast(&e->done_cv);
 	pthread_mutex_unlock(&e->mu);
 	rma__deliver_callbacks(e);
-	return n < 0 ? -errno : active;
+	return n < 0 ? -err : active;
+}
+
+/*
+ * A spinning round found nothing: every SPIN_YIELD-th time, let a thread
+ * sharing this core run (often the very peer being waited for).  Not every
+ * time: a yield is a system call, and on a host where a system call costs
+ * a microsecond, yielding after every empty round made each side of an
+ * 8-byte round trip notice the reply about half a microsecond later.  A
+ * thread allowed on one CPU only shares it with whatever it waits for:
+ * it yields every time.
+ */
+void rma__spin_idle(void)
+{
+	static __thread unsigned idle, every;
+
+	if (!every) {
+		cpu_set_t set;
+		every = sched_getaffinity(0, sizeof set, &set) == 0 &&
+				CPU_COUNT(&set) == 1 ? 1 : SPIN_YIELD;
+	}
+	if (++idle % every == 0)
+		sched_yield();
 }
 
 void rma__deliver_callbacks(struct rma_engine *e)
@@ -223,7 +278,7 @@ static void park(struct rma_engine *e)
 		    !__atomic_load_n(&e->polling, __ATOMIC_RELAXED) &&
 		    __atomic_load_n(&e->poll_lease, __ATOMIC_RELAXED) < rma__now_ns()) {
 			pthread_mutex_unlock(&e->park_mu);
-			rma__progress_once(e, 0);
+			rma__progress_once(e, 0, false);
 			pthread_mutex_lock(&e->park_mu);
 		}
 	}
@@ -261,8 +316,8 @@ static void *thread_main(void *arg)
 		pthread_mutex_unlock(&e->mu);
 		/* Spinning: when a round finds nothing, let a thread sharing
 		 * this core run (it may be the one we are waiting for). */
-		if (rma__progress_once(e, timeout) == 0 && !timeout)
-			sched_yield();
+		if (rma__progress_once(e, timeout, true) == 0 && !timeout)
+			rma__spin_idle();
 		pthread_mutex_lock(&e->mu);
 		e->poll_until = 0;
 	}
@@ -296,7 +351,7 @@ RMA_EXPORT int rma_progress(rma_engine *e, int timeout_ms)
 {
 	if (!e)
 		return -EINVAL;
-	int rc = rma__progress_once(e, timeout_ms);
+	int rc = rma__progress_once(e, timeout_ms, false);
 	if (rc < 0 && rc != -EINTR)
 		return rc;
 	pthread_mutex_lock(&e->mu);

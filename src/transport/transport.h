@@ -304,6 +304,10 @@ struct rma__watch {
 	/* cb may set quiet: the event brought nothing (a readiness it keeps
 	 * on purpose), so it is no sign of activity to spin on. */
 	bool quiet;
+	/* cb may be called without an event (it reads until EAGAIN and sets
+	 * quiet when nothing came): a spinning round then tries it directly,
+	 * one system call instead of epoll_wait and a read. */
+	bool direct;
 	void (*cb)(struct rma__watch *w, uint32_t events);
 	void (*release)(struct rma__watch *w);
 	struct rma__watch *gnext;

@@ -1033,6 +1033,49 @@ static int case_plainmem(void)
 	return 0;
 }
 
+/* After small ops one at a time (a waiter spinning on its reply, a target
+ * spinning for the next request) and a window of them through rma_poll,
+ * both sides go quiet: neither uses a tenth of a core while idle. */
+static int case_idle(void)
+{
+	struct target t;
+	int rc = start(&t, MiB, 5);
+	if (rc)
+		return rc;
+	rma_engine *e = engine(0);
+	char *buf = test_alloc(MiB);
+	rma_region *l = region(e, buf, MiB);
+	rma_remote *rem = remote(&t, "rw", 0, 0, 0);
+	for (int i = 0; i < 2000; i++)
+		CHECK_RC(op1(e, i % 2 ? RMA_OP_GET : RMA_OP_PUT, l, 8 * (uint64_t)i,
+			     rem, 8 * (uint64_t)i, 8, 10000), 8);
+	struct rma_op ops[16];
+	struct rma_completion c[16];
+	for (int i = 0; i < 16; i++)
+		ops[i] = (struct rma_op){ .kind = RMA_OP_PUT, .local = l,
+					  .local_off = 8 * (uint64_t)i, .remote = rem,
+					  .remote_off = 8 * (uint64_t)i, .len = 8 };
+	for (int round = 0; round < 100; round++) {
+		CHECK_RC(rma_post(e, ops, 16, 10000, NULL), 16);
+		int got = 0;
+		int64_t until = test_now_ms() + 15000;
+		while (got < 16) {
+			CHECKF(test_now_ms() < until, "round %d: %d of 16 ops ended", round, got);
+			int n = rma_poll(e, c, 16);
+			CHECK_OK(n);
+			for (int j = 0; j < n; j++)
+				CHECK_RC(c[j].result, 8);
+			got += n;
+		}
+	}
+	test_idle_check(t.pid);
+	rma_remote_free(rem);
+	rma_engine_destroy(e);
+	test_free(buf, MiB);
+	target_stop(&t);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -1047,6 +1090,7 @@ static const struct {
 	{ "peer_remove", case_peer_remove },
 	{ "threads", case_threads },
 	{ "plainmem", case_plainmem },
+	{ "idle", case_idle },
 };
 
 int main(int argc, char **argv)

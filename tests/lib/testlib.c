@@ -60,6 +60,44 @@ int64_t test_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t test_cpu_ns(pid_t pid)
+{
+	char path[64], line[1024];
+	unsigned long ut = 0, st = 0;
+	struct timespec ts;
+
+	if (!pid) {
+		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+		return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	}
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		FAIL("%s: %s", path, strerror(errno));
+	if (!fgets(line, sizeof line, f))
+		FAIL("%s: empty", path);
+	fclose(f);
+	const char *p = strrchr(line, ')'); /* the name may hold spaces */
+	if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+			 &ut, &st) != 2)
+		FAIL("%s: cannot parse", path);
+	return (int64_t)(ut + st) * (1000000000 / sysconf(_SC_CLK_TCK));
+}
+
+void test_idle_check(pid_t peer)
+{
+	test_sleep_ms(50);
+	int64_t c0 = test_cpu_ns(0), p0 = test_cpu_ns(peer), w0 = test_now_ms();
+	test_sleep_ms(1000);
+	int64_t used = (test_cpu_ns(0) - c0) / 1000000;
+	int64_t pused = (test_cpu_ns(peer) - p0) / 1000000;
+	int64_t wall = test_now_ms() - w0;
+	CHECKF(used < wall / 10, "idle, this process used %lld ms of CPU in %lld ms",
+	       (long long)used, (long long)wall);
+	CHECKF(pused < wall / 10, "idle, the peer used %lld ms of CPU in %lld ms",
+	       (long long)pused, (long long)wall);
+}
+
 void test_sleep_ms(int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };

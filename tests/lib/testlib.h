@@ -15,6 +15,12 @@ void test_watchdog(unsigned seconds);
 
 int64_t test_now_ms(void);
 void test_sleep_ms(int ms);
+/* CPU time of this process (pid 0) or another (from /proc), all threads. */
+int64_t test_cpu_ns(pid_t pid);
+/* After 50 ms (past any spin), this process and peer each use under a
+ * tenth of a core for a second; fails the test otherwise.  A spinning
+ * thread takes most of a core even on a loaded host. */
+void test_idle_check(pid_t peer);
 
 /* Seed from $RMA_TEST_SEED or the clock; printed so a failure can be rerun. */
 uint64_t test_seed(const char *what);

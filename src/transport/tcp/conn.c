@@ -52,6 +52,7 @@ struct conn *rma__tcp_conn_new(struct tcp_tr *tt, int fd, unsigned cap)
 	c->tt = tt;
 	c->w.fd = fd;
 	c->w.cb = conn_cb;
+	c->w.direct = true;
 	c->w.release = rma__tcp_conn_release;
 	c->hs_deadline = rma__now_ns() + HANDSHAKE_NS;
 	return c;
@@ -463,6 +464,7 @@ void rma__tcp_conn_rx(struct conn *c)
 {
 	size_t budget = RX_BUDGET;
 	bool drained = false; /* a recv came back short: nothing more queued */
+	bool got = false;
 	int rc;
 
 	while (c->hs == HS_READY) {
@@ -536,11 +538,14 @@ void rma__tcp_conn_rx(struct conn *c)
 			return;
 		}
 		if (n < 0) {
-			if (errno == EAGAIN || errno == EINTR)
+			if (errno == EAGAIN || errno == EINTR) {
+				c->w.quiet = !got; /* a direct try that found nothing */
 				break;
+			}
 			rma__tcp_conn_kill(c, errno == EPIPE ? -ECONNRESET : -errno);
 			return;
 		}
+		got = true;
 		budget -= RMA_MIN(budget, (size_t)n);
 		if (!c->peer)
 			c->last_active = rma__now_ns();
@@ -555,6 +560,13 @@ static void conn_cb(struct rma__watch *w, uint32_t ev)
 {
 	struct conn *c = container_of(w, struct conn, w);
 
+	if (!ev) { /* a direct try (spinning round): only for data */
+		if (c->hs == HS_READY)
+			rma__tcp_conn_rx(c);
+		else
+			w->quiet = true;
+		return;
+	}
 	if (c->hs == HS_CONNECTING) {
 		if (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))
 			rma__tcp_connected(c);
