@@ -86,7 +86,9 @@ static int initiator(void *argp, int in, int out)
 	int phase = 0; /* 0 streaming, 1 racing release, 2 released, 3 end */
 	int inflight = 0;
 	char line[64];
-	while (phase < 3 || inflight) {
+	/* After "end", go on until an op posted after the release has ended:
+	 * a slow host may not finish one within the window. */
+	while (phase < 3 || inflight || !err_after) {
 		struct pollfd pf = { .fd = in, .events = POLLIN };
 		if (poll(&pf, 1, 0) > 0) {
 			int n = test_recv_line(in, line, sizeof line, 5000);
@@ -96,7 +98,7 @@ static int initiator(void *argp, int in, int out)
 			if (phase == 1)
 				test_send_line(out, "racing");
 		}
-		for (int s = 0; s < W && phase < 3; s++) {
+		for (int s = 0; s < W && (phase < 3 || !err_after); s++) {
 			if (busy[s])
 				continue;
 			uint64_t len = a->mode == 0 ? test_rand_range(&seed, 1, OPSZ)
@@ -110,7 +112,7 @@ static int initiator(void *argp, int in, int out)
 						 : (uint64_t)W * OPSZ + roff,
 				.remote = rem, .remote_off = roff, .len = len,
 				.user_data = (uint64_t)s |
-					     (uint64_t)(phase == 2) << 32 };
+					     (uint64_t)(phase >= 2) << 32 };
 			int r = rma_post(e, &slot[s], 1, 20000, NULL);
 			if (r == -EAGAIN)
 				break;
