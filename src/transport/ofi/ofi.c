@@ -177,9 +177,20 @@ static void cq_cb(struct rma__watch *w, uint32_t ev)
 {
 	struct ofi_ep *oe = container_of(w, struct ofi_ep, w);
 	struct fid *f = &oe->cq->fid;
+	int64_t now = rma__now_ns();
 
 	oe->drained = true; /* this round's progress need not read it again */
-	if (rma__ofi_cq_drain(oe))
+	oe->polled = now;
+	int taken = rma__ofi_cq_drain(oe);
+	if (!ev) {
+		/* A direct try (progress.c): work is what it took, or, for a
+		 * serving queue (remote ops complete nothing there), that its
+		 * fd told of work lately: a spinning thread keeps spinning. */
+		w->quiet = !taken && now - oe->seen > OFI_BUSY_NS;
+		return;
+	}
+	oe->seen = now;
+	if (taken)
 		return;
 	/* The wait fd stays readable until fi_trywait resets its signal:
 	 * then the (level-triggered) watch fires in every round, and nobody
@@ -192,7 +203,7 @@ static void cq_cb(struct rma__watch *w, uint32_t ev)
 	 * Without a progress thread the caller sleeps on our epoll set
 	 * itself: reset at once.  -FI_EAGAIN: more is queued, and the fd
 	 * rightly stays readable. */
-	if (oe->ot->keep_signal && rma__now_ns() - oe->last_taken <= OFI_QUIET_NS)
+	if (oe->ot->keep_signal && now - oe->last_taken <= OFI_QUIET_NS)
 		w->quiet = true;
 	else
 		fi_trywait(oe->ot->fabric, &f, 1);
@@ -271,6 +282,7 @@ int rma__ofi_ep_open(struct ofi_tr *ot, struct ofi_peer *peer,
 			goto fail;
 		oe->w.fd = fd;
 		oe->w.cb = cq_cb;
+		oe->w.direct = true;
 		oe->w.release = ep_release;
 		if ((rc = rma__watch_add(ot->e, &oe->w, EPOLLIN)))
 			goto fail;

@@ -44,6 +44,8 @@
 						 * chunks to be reported */
 #define OFI_POLL_NS (200LL * 1000)          /* providers without a wait fd */
 #define OFI_QUIET_NS (100LL * 1000)         /* a CQ this quiet gets its fd reset */
+#define OFI_BUSY_NS (2000LL * 1000)         /* a queue read every round after its fd told of work */
+#define OFI_IDLE_POLL_NS (1000LL * 1000)    /* and an idle one this often */
 #define OFI_SETUP_KIND 3                    /* setup.h kind: ofi's control */
 #define OFI_CTL_ADDR_MAX 19                 /* tcp-format address: v4 7, v6 19 */
 #define OFI_HANDSHAKE_NS (10LL * 1000000000) /* initiator: setup to WELCOME */
@@ -66,6 +68,8 @@ struct ofi_ep {
 	struct fid_cq *cq;
 	struct fid_av *av;
 	int64_t last_taken; /* when a drain last took a completion */
+	int64_t seen;       /* when its wait fd last told of work */
+	int64_t polled;     /* when it was last read */
 	bool watched;
 	bool drained;       /* by its wait fd's event, in this round */
 };

@@ -559,13 +559,28 @@ int rma__ofi_abort(struct rma__peer *p, uint64_t op_id, int err)
 	return RMA__ABORT_PENDING;
 }
 
-/* Read a queue in this round unless its event already did. */
+/*
+ * Read a queue in this round unless its event already did, and only while
+ * it can have work: a peer's with chunks posted; one whose fd told of work
+ * within OFI_BUSY_NS (requests come in runs, and tcp keeps what it read
+ * ahead in its own buffer, out of the fd's sight); one without a wait fd;
+ * and any other once every OFI_IDLE_POLL_NS, for what its fd does not
+ * tell.  Each read runs the provider's progress, a system call or more: a
+ * spinning round that read every idle serving queue cost a microsecond per
+ * endpoint, and the request waiting in the busy one waited for them all.
+ */
 void rma__ofi_cq_poll(struct ofi_ep *oe)
 {
-	if (oe->drained)
+	if (oe->drained) {
 		oe->drained = false;
-	else
+		return;
+	}
+	int64_t now = rma__now_ns();
+	if ((oe->peer && oe->peer->n) || !oe->watched ||
+	    now - oe->seen < OFI_BUSY_NS || now - oe->polled >= OFI_IDLE_POLL_NS) {
+		oe->polled = now;
 		rma__ofi_cq_drain(oe);
+	}
 }
 
 void rma__ofi_progress(struct rma__transport *t)
