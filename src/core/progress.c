@@ -36,11 +36,29 @@ int rma__watch_mod(struct rma_engine *e, struct rma__watch *w, uint32_t events)
 	return epoll_ctl(e->epfd, EPOLL_CTL_MOD, w->fd, &ev) ? -errno : 0;
 }
 
+/* A direct watch with no fd (a queue its transport polls) found work:
+ * spinning rounds try it first.  Lock held. */
+void rma__watch_touch(struct rma_engine *e, struct rma__watch *w)
+{
+	if (w->direct && !w->retired)
+		__atomic_store_n(&e->hot, w, __ATOMIC_RELAXED);
+}
+
+/* A transport gave work to something no fd will announce (a queue it
+ * polls): a thread asleep in epoll must come and poll.  Lock held: the
+ * thread publishes poll_until under it before it sleeps. */
+void rma__wake_sleeper(struct rma_engine *e)
+{
+	if (e->has_thread && e->poll_until)
+		rma__wake(e);
+}
+
 void rma__watch_retire(struct rma_engine *e, struct rma__watch *w)
 {
 	if (e->hot == w)
 		__atomic_store_n(&e->hot, NULL, __ATOMIC_RELAXED);
-	epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+	if (w->fd >= 0)
+		epoll_ctl(e->epfd, EPOLL_CTL_DEL, w->fd, NULL);
 	w->retired = 1;
 	w->gnext = e->grave;
 	e->grave = w;

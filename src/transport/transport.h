@@ -313,6 +313,11 @@ struct rma__watch {
 	struct rma__watch *gnext;
 };
 int rma__watch_add(struct rma_engine *e, struct rma__watch *w, uint32_t events);
+/* A direct watch that is not in the epoll set (fd -1, polled by its
+ * transport) found work: it becomes the hot one.  Retire it all the same. */
+void rma__watch_touch(struct rma_engine *e, struct rma__watch *w);
+/* Work was given to something no fd announces: wake a sleeping thread. */
+void rma__wake_sleeper(struct rma_engine *e);
 int rma__watch_mod(struct rma_engine *e, struct rma__watch *w, uint32_t events);
 void rma__watch_retire(struct rma_engine *e, struct rma__watch *w);
 

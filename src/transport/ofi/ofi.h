@@ -46,6 +46,7 @@
 #define OFI_QUIET_NS (100LL * 1000)         /* a CQ this quiet gets its fd reset */
 #define OFI_BUSY_NS (2000LL * 1000)         /* a queue read every round after its fd told of work */
 #define OFI_IDLE_POLL_NS (1000LL * 1000)    /* and an idle one this often */
+#define OFI_POLL_SPIN_NS (10LL * 1000000)   /* a polled queue's chunks keep the thread up */
 #define OFI_SETUP_KIND 3                    /* setup.h kind: ofi's control */
 #define OFI_CTL_ADDR_MAX 19                 /* tcp-format address: v4 7, v6 19 */
 #define OFI_HANDSHAKE_NS (10LL * 1000000000) /* initiator: setup to WELCOME */
@@ -70,7 +71,9 @@ struct ofi_ep {
 	int64_t last_taken; /* when a drain last took a completion */
 	int64_t seen;       /* when its wait fd last told of work */
 	int64_t polled;     /* when it was last read */
-	bool watched;
+	int64_t worked;     /* when a chunk was last posted or reported */
+	bool watched;       /* w is the core's: freed through rma__watch_retire */
+	bool has_fd;        /* the CQ has a wait fd, in the epoll set */
 	bool drained;       /* by its wait fd's event, in this round */
 };
 
@@ -189,6 +192,7 @@ struct ofi_tr {
 	struct rma__refusals refusals;
 	int64_t addr_warned;     /* owner: last bad initiator address logged */
 	struct rma__timer tick;  /* owner: handshake deadlines, refusal log */
+	struct rma__timer look;  /* a sleeping thread reads polled queues */
 };
 
 /* ofi.c */
@@ -214,6 +218,7 @@ void rma__ofi_progress(struct rma__transport *t);
 int rma__ofi_arm(struct rma__transport *t);
 void rma__ofi_cq_poll(struct ofi_ep *oe); /* unless its event read it */
 int rma__ofi_cq_drain(struct ofi_ep *oe); /* entries taken */
+void rma__ofi_look(struct rma__timer *tm);
 void rma__ofi_peers_fini(struct ofi_tr *ot);
 /* peer.c, for ctl.c */
 /* The handshake passed: open the peer's endpoint and send its address. */

@@ -234,8 +234,11 @@ int rma__ofi_cq_drain(struct ofi_ep *oe)
 				  fi_strerror((int)-n));
 		break;
 	}
-	if (taken)
-		oe->last_taken = rma__now_ns();
+	if (taken) {
+		oe->last_taken = oe->worked = rma__now_ns();
+		if (!oe->has_fd && oe->watched)
+			rma__watch_touch(oe->ot->e, &oe->w);
+	}
 	if (pe && pe->stalled) {
 		pe->stalled = false;
 		rma__peer_kick(&pe->base);
@@ -521,6 +524,9 @@ int rma__ofi_post(struct rma__peer *p, const struct rma__xfer *x)
 		c->prev->next = c;
 		pe->inflight.prev = c;
 		pe->n++;
+		pe->oe->worked = rma__now_ns();
+		if (!pe->oe->has_fd)
+			rma__wake_sleeper(ot->e); /* no fd tells of its end */
 		return 0;
 	}
 	ctx_put(ot, c);
@@ -607,18 +613,39 @@ int rma__ofi_arm(struct rma__transport *t)
 	f = &ot->serve->cq->fid;
 	if (fi_trywait(ot->fabric, &f, 1) || rma__ofi_ctl_arm(ot))
 		return -EAGAIN;
+	int64_t now = rma__now_ns(), look = 0;
 	for (struct ofi_peer *pe = ot->peers; pe; pe = pe->next) {
 		if (!pe->oe)
 			continue;
+		if (!pe->oe->has_fd) {
+			/* Polled: no fd wakes us for its chunks.  Spin while
+			 * they move; a queue with nothing reported for
+			 * OFI_POLL_SPIN_NS (a stalled or dead peer) is looked
+			 * at every OFI_IDLE_POLL_NS instead. */
+			if (pe->n && now - pe->oe->worked < OFI_POLL_SPIN_NS)
+				return -EAGAIN;
+			if (pe->n)
+				look = now + OFI_IDLE_POLL_NS;
+			continue;
+		}
 		f = &pe->oe->cq->fid;
 		if (fi_trywait(ot->fabric, &f, 1))
 			return -EAGAIN;
 	}
+	if (look && (!rma__timer_armed(&ot->look) || ot->look.at > look))
+		rma__timer_arm(ot->e, &ot->look, look);
 	return 0;
+}
+
+/* The look is due: the round it ends reads every queue with chunks. */
+void rma__ofi_look(struct rma__timer *tm)
+{
+	(void)tm;
 }
 
 void rma__ofi_peers_fini(struct ofi_tr *ot)
 {
+	rma__timer_cancel(ot->e, &ot->look);
 	while (ot->peers)
 		rma__ofi_disconnect(&ot->peers->base, -ECANCELED);
 }
