@@ -163,8 +163,14 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms, bool direct)
 			}
 		}
 	}
+	/* Completions the hooks found (queues a transport polls) are work
+	 * too: a caller in rma_poll must not yield after them, and a thread
+	 * that took them keeps spinning. */
+	uint32_t had = e->cq_count;
 	for (unsigned i = 0; i < e->ntr; i++)
 		e->tr[i]->ops->progress(e->tr[i]);
+	if (e->cq_count > had)
+		active++;
 	int64_t now = rma__now_ns();
 	if (active > 0)
 		e->last_activity = now;
