@@ -8,8 +8,10 @@
  *     the owner's new pattern once the streams stop);
  *   - every op posted after release returned fails.
  *
- * The initiator is a child process.  In the "live" rounds it streams
- * through the release.  In the "stopped" rounds it keeps more large gets
+ * The initiator is a child process; it says "flowing" once an op has
+ * completed (a slow host may take longer than the stream window for the
+ * first of 128 large ops), and the release waits for that.  In the "live"
+ * rounds it streams through the release.  In the "stopped" rounds it keeps more large gets
  * (or puts) in flight on one connection than the sockets hold and is
  * SIGSTOPped just before the release, so the target holds what a slow
  * peer leaves behind: get replies queued behind a full socket, or a put
@@ -149,8 +151,8 @@ static int initiator(void *argp, int in, int out)
 					  slot[s].len);
 			if (phase)
 				ok_racing++;
-			else
-				ok_before++;
+			else if (!ok_before++)
+				test_send_line(out, "flowing");
 		}
 		if (!n)
 			test_sleep_ms(1);
@@ -190,6 +192,8 @@ int main(int argc, char **argv)
 		CHECKF(test_recv_line(from, line, sizeof line, 20000) > 0 &&
 		       !strcmp(line, "ready"), "initiator did not start");
 		test_sleep_ms(STREAM_MS);
+		CHECKF(test_recv_line(from, line, sizeof line, 60000) > 0 &&
+		       !strcmp(line, "flowing"), "round %d: no op completed", round);
 		test_send_line(to, "releasing");
 		CHECKF(test_recv_line(from, line, sizeof line, 20000) > 0 &&
 		       !strcmp(line, "racing"), "initiator did not answer");
