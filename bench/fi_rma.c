@@ -17,8 +17,7 @@
  *
  * --transport tcp-waitfd is the same loop over tcp with its CQs opened with
  * FI_WAIT_FD, as a library must that lets a thread sleep on them: the cost
- * of that fd (on tcp;ofi_rxm, a signal written and read per completion)
- * measured on its own.
+ * of that fd, measured on its own.
  */
 #define _GNU_SOURCE
 #include "harness.h"

@@ -11,10 +11,10 @@
  * The initiator is a child process; it says "flowing" once an op has
  * completed (a slow host may take longer than the stream window for the
  * first of 128 large ops), and the release waits for that.  In the "live"
- * rounds it streams through the release.  In the "stopped" rounds it keeps more large gets
- * (or puts) in flight on one connection than the sockets hold and is
- * SIGSTOPped just before the release, so the target holds what a slow
- * peer leaves behind: get replies queued behind a full socket, or a put
+ * rounds it streams through the release.  In the "stopped" rounds it keeps
+ * more large gets (or puts) in flight on one connection than the sockets
+ * hold and is SIGSTOPped just before the release, so the target holds what
+ * a slow peer leaves behind: get replies queued behind a full socket, or a put
  * whose payload is only half there.  The release must cut both off: after
  * the SIGCONT none of it may read or write the memory.
  */

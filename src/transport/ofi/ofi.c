@@ -236,9 +236,9 @@ int rma__ofi_ep_open(struct ofi_tr *ot, struct ofi_peer *peer,
 	struct fi_info *info = peer || !ot->serve_info ? ot->info : ot->serve_info;
 	struct fi_info *dup = NULL;
 	/* A peer's queue (ours to complete) has no wait fd where a progress
-	 * thread can poll it instead: on tcp;ofi_rxm a wait fd costs a
-	 * signal written and read per completion, on the op's path (the
-	 * bare loop measured 1.5-2 us slower per 8-byte read with one). */
+	 * thread can poll it instead: the fd costs the op's path (the bare
+	 * loop, given one at the initiator, measured 1.5-2 us slower per
+	 * 8-byte read; design.md section 10a). */
 	bool has_fd = ot->wait_fd && !(peer && ot->keep_signal);
 	struct fi_cq_attr cqa = { .format = FI_CQ_FORMAT_CONTEXT,
 				  .wait_obj = has_fd ? FI_WAIT_FD : FI_WAIT_NONE };
