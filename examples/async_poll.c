@@ -1,10 +1,10 @@
 /*
  * async_poll.c - asynchronous ops in an event loop: rma_post() returns at
- * once, rma_completion_fd() goes into poll() beside your other descriptors,
- * and rma_poll() collects the results when it is readable.  Here: 64 gets of
- * 4 KiB each, kept 8 in flight, each asking for the CRC-32C of what landed
- * (RMA_OP_CRC), which a real program would compare with the owner's over
- * its own channel.
+ * once, rma_completion_fd() goes into poll() beside your other descriptors
+ * (after rma_arm()), and rma_poll() collects the results when it is
+ * readable.  Here: 64 gets of 4 KiB each, kept 8 in flight, each asking for
+ * the CRC-32C of what landed (RMA_OP_CRC), which a real program would
+ * compare with the owner's over its own channel.
  */
 #include <errno.h>
 #include <poll.h>
@@ -63,8 +63,10 @@ int main(void)
 			posted++;
 			inflight++;
 		}
-		/* Sleep until completions wait (any other fds could go here). */
-		if (poll(&pfd, 1, 5000) < 0)
+		/* Sleep until completions wait (any other fds could go here);
+		 * rma_arm first hands progress to the engine's thread (-EAGAIN:
+		 * completions wait already). */
+		if (rma_arm(peer) == 0 && poll(&pfd, 1, 5000) < 0)
 			return 1;
 
 		struct rma_completion c[WINDOW];

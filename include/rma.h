@@ -92,6 +92,10 @@ struct rma_config {
 	 * exceed these while they run. */
 	unsigned cache_entries; /* 1024 (max 1048576) */
 	uint64_t cache_bytes;   /* 1 GiB */
+	/* How long each rma_poll keeps the progress thread aside, the caller
+	 * driving progress itself, unless rma_arm ends it sooner; RMA_NONE:
+	 * never (rma_poll then only takes completions). */
+	int poll_lease_us;      /* 1000 (max 10000000) */
 };
 
 void rma_config_init(struct rma_config *cfg);
@@ -289,14 +293,24 @@ int rma_post(rma_engine *e, const struct rma_op *ops, size_t n, int timeout_ms,
 
 /* Take up to max waiting completions; returns the count (0 if none).  If
  * none wait, an engine with a progress thread first runs one progress round
- * on the caller's thread (the thread stands aside while the caller polls). */
+ * on the caller's thread.  A caller polling drives progress: after each
+ * call the thread stands aside for poll_lease_us (rma_config), so that two
+ * threads do not fight over the same work. */
 int rma_poll(rma_engine *e, struct rma_completion *out, size_t max);
+
+/* Stop polling: call before sleeping on rma_completion_fd() (or going off
+ * to other work) after rma_poll.  Returns -EAGAIN if completions wait
+ * (take them first), else 0: the progress thread drives from now on.  A
+ * caller that sleeps without it still gets its completions, but up to
+ * poll_lease_us late. */
+int rma_arm(rma_engine *e);
 
 /* Drive progress once, waiting up to timeout_ms for activity; returns the
  * number of completions waiting.  Needed only with RMA_ENGINE_MANUAL_PROGRESS. */
 int rma_progress(rma_engine *e, int timeout_ms);
 
-/* A file descriptor that is readable when completions wait.  With
+/* A file descriptor that is readable when completions wait (after
+ * rma_poll, call rma_arm before sleeping on it).  With
  * RMA_ENGINE_MANUAL_PROGRESS it is readable when rma_progress() has work: a
  * transport event, a completion made anywhere (rma_post included), or a
  * deadline passing.  Owned by the engine; do not close it. */

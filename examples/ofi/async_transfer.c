@@ -36,7 +36,8 @@ int main(int argc, char **argv)
 	/* Free to do other work here; the progress thread moves the bytes. */
 	struct pollfd pfd = { .fd = rma_completion_fd(e), .events = POLLIN };
 	while (rma_poll(e, &c, 1) == 0)
-		poll(&pfd, 1, -1); /* the op's deadline bounds the wait */
+		if (rma_arm(e) == 0) /* the engine's thread drives while we sleep */
+			poll(&pfd, 1, -1); /* the op's deadline bounds the wait */
 	if (c.result < 0) {
 		fprintf(stderr, "async_transfer: op %" PRIu64 ": %s\n", c.user_data,
 			rma_strerror((int)c.result));

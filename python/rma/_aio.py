@@ -105,7 +105,9 @@ class Dispatcher:
                 entry = self.pending.pop(c.user_data, None)
                 if entry is not None:
                     entry[0].done_one(entry[1], c.result)
-            if n < _POLL_MAX:
+            # Back to sleep on the fd: the progress thread drives until
+            # the next poll (without rma_arm, only after the lease).
+            if n < _POLL_MAX and lib.rma_arm(e) != -_errno.EAGAIN:
                 return
 
     def close(self) -> None:

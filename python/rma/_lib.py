@@ -38,6 +38,7 @@ class RmaConfig(ctypes.Structure):
         ("advertise", ctypes.c_char_p),
         ("cache_entries", ctypes.c_uint),
         ("cache_bytes", ctypes.c_uint64),
+        ("poll_lease_us", ctypes.c_int),
     ]
 
 
@@ -130,6 +131,7 @@ _PROTOTYPES = {
     "rma_peer_route": (_i, [_vp, _vp, ctypes.POINTER(RmaRouteInfo)]),
     "rma_post": (_i, [_vp, ctypes.POINTER(RmaOp), _sz, _i, ctypes.POINTER(_i)]),
     "rma_poll": (_i, [_vp, ctypes.POINTER(RmaCompletion), _sz]),
+    "rma_arm": (_i, [_vp]),
     "rma_progress": (_i, [_vp, _i]),
     "rma_completion_fd": (_i, [_vp]),
     "rma_submit": (_i, [_vp, ctypes.POINTER(RmaOp), _sz, _i,

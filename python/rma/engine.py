@@ -567,6 +567,16 @@ class Engine:
         by the engine.  The asyncio methods wait on it."""
         return check(lib.rma_completion_fd(self._handle()))
 
+    def arm(self) -> bool:
+        """Before sleeping on :meth:`completion_fd` after polling: True if
+        the progress thread now drives (sleep), False if completions wait
+        (poll them first)."""
+        rc = lib.rma_arm(self._handle())
+        if rc == -_errno.EAGAIN:
+            return False
+        check(rc)
+        return True
+
     def progress(self, timeout: float = 0) -> int:
         """Drive progress once (needed only with ``manual_progress``), waiting
         up to ``timeout`` seconds for activity."""

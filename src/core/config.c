@@ -101,9 +101,12 @@ int rma__config_resolve(const struct rma_config *in, struct rma_config *out)
 		out->cache_entries = 1024;
 	if (!out->cache_bytes)
 		out->cache_bytes = 1ull << 30;
+	if (!out->poll_lease_us)
+		out->poll_lease_us = 1000;
 	if (out->queue_depth > 65536 || out->cq_depth > (1u << 18) ||
 	    out->stripes > 64 || out->timeout_ms < RMA_NONE ||
 	    out->spin_us < RMA_NONE || out->cache_entries > (1u << 20) ||
+	    out->poll_lease_us < RMA_NONE || out->poll_lease_us > 10000000 ||
 	    (out->max_msg_size && out->max_msg_size < 4096))
 		return -EINVAL;
 	return 0;

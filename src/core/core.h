@@ -140,11 +140,6 @@ struct rma__theap {
 	struct rma__lnode fifo;
 };
 
-/* How long an empty rma_poll keeps the progress thread aside: a caller
- * spinning on rma_poll renews it every call; one that stops (to sleep on
- * the completion fd) costs at most this much delay. */
-#define RMA__POLL_LEASE_NS 20000
-
 struct rma_engine {
 	pthread_mutex_t mu;
 	struct rma__engine_params p;
@@ -212,6 +207,7 @@ struct rma_engine {
 	int64_t last_activity;
 	int64_t poll_until;      /* when the thread's epoll_wait times out; 0: not asleep */
 	int64_t poll_lease;      /* rma_poll callers drive progress until then (atomic) */
+	int64_t lease_ns;        /* cfg.poll_lease_us in ns; 0: no lease */
 	unsigned polling;        /* rma_poll callers inside a progress round (atomic) */
 	int64_t poll_ns;         /* smallest transport poll_ns; 0 = none */
 	bool in_cb;

@@ -90,12 +90,17 @@ RMA_EXPORT int rma_poll(rma_engine *e, struct rma_completion *out, size_t max)
 	/* A caller polling drives progress itself (when the queue is empty),
 	 * and the progress thread stands aside until the lease runs out,
 	 * rather than two threads fighting for the cores and the transports'
-	 * locks over the same work.  (Not in callback mode: completions never
-	 * come here, and a caller holding a lock its callback takes must not
-	 * run it.) */
-	bool drive = e->has_thread && !__atomic_load_n(&e->cb, __ATOMIC_RELAXED);
+	 * locks over the same work.  The lease outlasts a post, a batch of
+	 * completions handled, or a turn given to a peer sharing the core:
+	 * each time it lapsed under a caller still polling, the thread woke
+	 * and took the lock from it (design.md, "Pollers drive progress
+	 * too").  rma_arm ends it when the caller goes to sleep.  (Not in
+	 * callback mode: completions never come here, and a caller holding a
+	 * lock its callback takes must not run it.) */
+	bool drive = e->has_thread && e->lease_ns > 0 &&
+		     !__atomic_load_n(&e->cb, __ATOMIC_RELAXED);
 	if (drive)
-		__atomic_store_n(&e->poll_lease, rma__now_ns() + RMA__POLL_LEASE_NS,
+		__atomic_store_n(&e->poll_lease, rma__now_ns() + e->lease_ns,
 				 __ATOMIC_RELAXED);
 	if (!__atomic_load_n(&e->cq_count, __ATOMIC_ACQUIRE)) {
 		if (!drive)
@@ -104,7 +109,7 @@ RMA_EXPORT int rma_poll(rma_engine *e, struct rma_completion *out, size_t max)
 		 * copied in it): the thread waits for it all the same. */
 		__atomic_add_fetch(&e->polling, 1, __ATOMIC_RELAXED);
 		int got = rma__progress_once(e, 0, false);
-		__atomic_store_n(&e->poll_lease, rma__now_ns() + RMA__POLL_LEASE_NS,
+		__atomic_store_n(&e->poll_lease, rma__now_ns() + e->lease_ns,
 				 __ATOMIC_RELAXED);
 		__atomic_sub_fetch(&e->polling, 1, __ATOMIC_RELAXED);
 		if (got == 0)
@@ -116,6 +121,19 @@ RMA_EXPORT int rma_poll(rma_engine *e, struct rma_completion *out, size_t max)
 	n = rma__cq_take(e, out, (uint32_t)RMA_MIN(max, UINT32_MAX));
 	pthread_mutex_unlock(&e->mu);
 	return (int)n;
+}
+
+RMA_EXPORT int rma_arm(rma_engine *e)
+{
+	if (!e)
+		return -EINVAL;
+	if (__atomic_load_n(&e->cq_count, __ATOMIC_ACQUIRE))
+		return -EAGAIN;
+	/* The caller is about to sleep: the thread drives from now on.  A
+	 * completion added after the check makes the fd readable. */
+	if (__atomic_exchange_n(&e->poll_lease, 0, __ATOMIC_RELAXED) > rma__now_ns())
+		rma__unpark(e);
+	return 0;
 }
 
 RMA_EXPORT int rma_completion_fd(rma_engine *e)

@@ -56,6 +56,14 @@ class Async(unittest.TestCase):
         """With no progress thread the event loop drives the engine."""
         self.run_with(self.concurrent(None, None), manual=True)
 
+    def test_arm(self):
+        """arm(): True once every completion is taken (the thread drives)."""
+        async def go(owner, peer):
+            r = peer.remote(owner.register(bytearray(4096)).advertise())
+            self.assertEqual(await r.write_from_async(pattern(4096, 5), timeout=TIMEOUT), 4096)
+            self.assertTrue(peer.arm())
+        self.run_with(go)
+
     def test_timeout(self):
         async def go(owner, peer):
             silent = rma.Engine(transports="tcp", manual_progress=True)  # never served

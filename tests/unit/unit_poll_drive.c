@@ -3,7 +3,9 @@
  * caller drives a progress round itself (the thread stands aside while the
  * caller keeps polling), and once the caller stops polling the thread takes
  * over again: a deadline still fires while the caller sleeps on the
- * completion fd.
+ * completion fd.  The lease (poll_lease_us) holds the thread aside while
+ * the caller is away, rma_arm hands progress back at once, and RMA_NONE
+ * leaves all progress to the thread.
  */
 #include <errno.h>
 #include <poll.h>
@@ -59,6 +61,50 @@ int main(void)
 	rma_remote_free(r);
 	rma_region_release(l);
 	rma_engine_destroy(e);
+
+	/* 3. A long lease: while it holds, the thread stays aside (an op's
+	 * deadline needs a progress round to fire), and rma_arm ends it. */
+	cfg.poll_lease_us = 5000000;
+	CHECK_RC(rma_engine_create(&cfg, &e), 0);
+	CHECK_RC(rma_region_register(e, buf, 4096, RMA_ACCESS_REMOTE_RW, &l), 0);
+	r = fake_remote(l, 0, 4096);
+	p.fd = rma_completion_fd(e);
+	CHECK(p.fd >= 0);
+	op.local = l;
+	op.remote = r;
+	CHECK_RC(rma_arm(e), 0); /* nothing waits */
+	/* The lease first: the post's deadline then wakes the thread only to
+	 * see it and park. */
+	CHECK_EQ(rma_poll(e, &c, 1), 0);
+	CHECK_RC(rma_post(e, &op, 1, 200, NULL), 1);
+	CHECKF(poll(&p, 1, 1500) == 0,
+	       "the thread ran the 200 ms deadline within the 5 s lease");
+	t0 = test_now_ms();
+	CHECK_RC(rma_arm(e), 0);
+	n = poll(&p, 1, 3000);
+	CHECKF(n == 1, "no completion %lld ms after rma_arm (the lease ends "
+	       "in 3.5 s)", (long long)(test_now_ms() - t0));
+	/* A completion waits: rma_arm says so, and the fd stays readable. */
+	CHECK_RC(rma_arm(e), -EAGAIN);
+	CHECK_EQ(poll(&p, 1, 0), 1);
+	CHECK_EQ(rma_poll(e, &c, 1), 1);
+	CHECK_EQ(c.user_data, 7);
+	CHECK_RC(c.result, -ETIMEDOUT);
+	CHECK_RC(rma_arm(e), 0);
+	rma_remote_free(r);
+	rma_region_release(l);
+	rma_engine_destroy(e);
+
+	/* 4. RMA_NONE: rma_poll only takes completions; the thread drives. */
+	cfg.poll_lease_us = RMA_NONE;
+	CHECK_RC(rma_engine_create(&cfg, &e), 0);
+	fake.progress_on_mark = 0;
+	for (int i = 0; i < 100; i++)
+		CHECK_EQ(rma_poll(e, &c, 1), 0);
+	CHECK_EQ(fake.progress_on_mark, 0);
+	rma_engine_destroy(e);
+	cfg.poll_lease_us = 10000001;
+	CHECK_RC(rma_engine_create(&cfg, &e), -EINVAL);
 	printf("ok\n");
 	return 0;
 }

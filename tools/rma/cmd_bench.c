@@ -712,6 +712,16 @@ static int op_failed(const struct bench *b, uint64_t size, int err)
 			 op_name(b->a->kind), size, rma_strerror(err));
 }
 
+/* About to sleep on the completion fds: hand progress back to each
+ * engine's thread; false if completions came meanwhile. */
+static bool armed(struct bench *b)
+{
+	for (unsigned p = 0; p < b->np; p++)
+		if (b->inflight[p] && rma_arm(b->e[p]) == -EAGAIN)
+			return false;
+	return true;
+}
+
 /*
  * Take the completions waiting on every engine, or wait for some: spin
  * briefly, then sleep on the completion fds.  Returns the count or an exit
@@ -755,7 +765,7 @@ static int reap(struct bench *b, uint64_t size, uint64_t *bytes)
 		 * yields holds the CPU for a whole time slice). */
 		if (b->a->manual)
 			sched_yield();
-		else if (now_ns() >= spin_until)
+		else if (now_ns() >= spin_until && armed(b))
 			/* Bounded sleep: a lost wakeup costs 1 ms, not a hang. */
 			poll(b->fds, b->np, 1);
 	}
