@@ -207,7 +207,6 @@ struct rma_engine {
 	int64_t last_activity;
 	int64_t poll_until;      /* when the thread's epoll_wait times out; 0: not asleep */
 	int64_t poll_lease;      /* rma_poll callers drive progress until then (atomic) */
-	int64_t lease_ns;        /* cfg.poll_lease_us in ns; 0: no lease */
 	unsigned polling;        /* rma_poll callers inside a progress round (atomic) */
 	int64_t poll_ns;         /* smallest transport poll_ns; 0 = none */
 	bool in_cb;

@@ -97,10 +97,11 @@ RMA_EXPORT int rma_poll(rma_engine *e, struct rma_completion *out, size_t max)
 	 * too").  rma_arm ends it when the caller goes to sleep.  (Not in
 	 * callback mode: completions never come here, and a caller holding a
 	 * lock its callback takes must not run it.) */
-	bool drive = e->has_thread && e->lease_ns > 0 &&
+	int64_t lease = e->cfg.poll_lease_us * 1000LL; /* RMA_NONE: < 0 */
+	bool drive = e->has_thread && lease > 0 &&
 		     !__atomic_load_n(&e->cb, __ATOMIC_RELAXED);
 	if (drive)
-		__atomic_store_n(&e->poll_lease, rma__now_ns() + e->lease_ns,
+		__atomic_store_n(&e->poll_lease, rma__now_ns() + lease,
 				 __ATOMIC_RELAXED);
 	if (!__atomic_load_n(&e->cq_count, __ATOMIC_ACQUIRE)) {
 		if (!drive)
@@ -109,7 +110,7 @@ RMA_EXPORT int rma_poll(rma_engine *e, struct rma_completion *out, size_t max)
 		 * copied in it): the thread waits for it all the same. */
 		__atomic_add_fetch(&e->polling, 1, __ATOMIC_RELAXED);
 		int got = rma__progress_once(e, 0, false);
-		__atomic_store_n(&e->poll_lease, rma__now_ns() + e->lease_ns,
+		__atomic_store_n(&e->poll_lease, rma__now_ns() + lease,
 				 __ATOMIC_RELAXED);
 		__atomic_sub_fetch(&e->polling, 1, __ATOMIC_RELAXED);
 		if (got == 0)

@@ -193,7 +193,6 @@ RMA_EXPORT int rma_engine_create(const struct rma_config *cfg, rma_engine **out)
 	rc = rma__config_resolve(cfg, &e->cfg);
 	if (rc)
 		goto fail;
-	e->lease_ns = e->cfg.poll_lease_us > 0 ? e->cfg.poll_lease_us * 1000LL : 0;
 	/* Own the strings: the caller's need not outlive this call. */
 	e->transports_str = dup_opt(e->cfg.transports);
 	e->listen_str = dup_opt(e->cfg.listen);
