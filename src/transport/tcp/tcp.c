@@ -260,21 +260,31 @@ static void tcp_disconnect(struct rma__peer *bp, int err)
 	free(p);
 }
 
-/* The least loaded ready connection. */
-static struct conn *pick(struct tcp_peer *p)
+/* Where a chunk goes.  Small chunks fill one connection up to STRIPE_FILL
+ * unsent bytes, so that a batch of them leaves in one sendmsg and their
+ * replies come back in one: spread over every stripe, each write, read and
+ * wake-up would carry a few ops.  Larger chunks (and small ones past the
+ * fill) go to the least loaded ready connection, so that transfers use
+ * every stripe and a GET's reply is not queued behind another's. */
+static struct conn *pick(struct tcp_peer *p, uint64_t len)
 {
-	struct conn *best = NULL;
-	for (struct conn *c = p->conns; c; c = c->next)
-		if (c->hs == HS_READY && c->count < c->cap &&
-		    (!best || c->queued < best->queued))
-			best = c;
-	return best;
+	struct conn *least = NULL, *fill = NULL;
+	bool small = len <= STRIPE_SMALL;
+	for (struct conn *c = p->conns; c; c = c->next) {
+		if (c->hs != HS_READY || c->count == c->cap)
+			continue;
+		if (small && c->queued < STRIPE_FILL && (!fill || c->queued > fill->queued))
+			fill = c;
+		if (!least || c->queued < least->queued)
+			least = c;
+	}
+	return fill ? fill : least;
 }
 
 static int tcp_post(struct rma__peer *bp, const struct rma__xfer *xf)
 {
 	struct tcp_peer *p = container_of(bp, struct tcp_peer, base);
-	struct conn *c = pick(p);
+	struct conn *c = pick(p, xf->len);
 	struct txe *x;
 
 	if (!c) /* rings full of dropped entries: wait for replies */

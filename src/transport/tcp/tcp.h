@@ -37,6 +37,8 @@
 #define KEEPINTVL_S 5
 #define KEEPCNT 3
 #define IOV_BATCH 64
+#define STRIPE_SMALL 2048u       /* chunks up to this size fill one connection */
+#define STRIPE_FILL (64u << 10) /* up to this many unsent bytes */
 #define ACCEPT_BATCH 32            /* connections accepted per wake-up */
 #define TICK_NS (100 * 1000000LL)  /* resolution of the tcp timers */
 #define HS_RETRIES 8               /* handshakes reset by a flooded target */
