@@ -139,10 +139,13 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms, bool direct)
 	    __atomic_add_fetch(&e->spins, 1, __ATOMIC_RELAXED) % SPIN_EPOLL) {
 		pthread_mutex_lock(&e->mu);
 		struct rma__watch *w = e->hot;
-		if (w) {
+		if (w && w->direct) {
 			w->quiet = false;
 			w->cb(w, 0);
 			active = !w->quiet;
+		} else {
+			/* it opted out: epoll from the next round */
+			__atomic_store_n(&e->hot, NULL, __ATOMIC_RELAXED);
 		}
 	} else {
 		__atomic_add_fetch(&e->pollers, 1, __ATOMIC_SEQ_CST);

@@ -550,6 +550,10 @@ void rma__tcp_conn_rx(struct conn *c)
 		if (!c->peer)
 			c->last_active = rma__now_ns();
 	}
+	/* Deep in a large payload, a direct try mostly finds a few bytes or
+	 * none, and each recv takes the socket lock that the sender's side
+	 * needs to queue more: let epoll say when data has come instead. */
+	c->w.direct = !(c->in_payload && c->cur.len - c->pay_done > DIRECT_PAYLOAD_MAX);
 	/* Target: replies out now, in one write; this also re-arms EPOLLIN
 	 * on a connection that was paused. */
 	if (c->hs == HS_READY && !c->peer)

@@ -37,6 +37,7 @@
 #define KEEPINTVL_S 5
 #define KEEPCNT 3
 #define IOV_BATCH 64
+#define DIRECT_PAYLOAD_MAX (64u << 10) /* direct tries: not with more to come */
 #define STRIPE_SMALL 2048u       /* chunks up to this size fill one connection */
 #define STRIPE_FILL (64u << 10) /* up to this many unsent bytes */
 #define ACCEPT_BATCH 32            /* connections accepted per wake-up */
