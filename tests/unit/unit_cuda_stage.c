@@ -158,9 +158,11 @@ static int f_host_free(void *p)
 static int f_unused(void) { return 1; }
 
 void *__real_dlopen(const char *name, int flags);
+static atomic_int n_cuda_dlopen; /* rma asked for the driver */
 void *__wrap_dlopen(const char *name, int flags)
 {
 	if (!strcmp(name, "libcuda.so.1")) {
+		atomic_fetch_add(&n_cuda_dlopen, 1);
 		CHECK(flags & RTLD_NOLOAD); /* never loads the driver itself */
 		return driver_loaded ? (void *)&driver_loaded : NULL;
 	}
@@ -522,6 +524,40 @@ static void case_no_driver(void)
 	finish(&a, &b, &tgt);
 }
 
+/* The driver is asked for once, then again only after the process loads
+ * an object: a host-only process pays no dlopen per registration (each
+ * unmaps the loader's cache), and one that initialises CUDA after its
+ * first rma call still has its device memory recognised. */
+static void case_driver_later(void)
+{
+	driver_loaded = false;
+	rma__cuda_forget();
+	atomic_store(&n_cuda_dlopen, 0);
+	rma_engine *e = engine("tcp");
+	char *host = test_alloc(MIB);
+	rma_region *r[3], *dr;
+	for (int i = 0; i < 3; i++)
+		CHECK_RC(rma_region_register(e, host, MIB, 0, &r[i]), 0);
+	CHECKF(n_cuda_dlopen == 1, "3 registrations asked for the driver %d times",
+	       (int)n_cuda_dlopen);
+	CHECK_EQ(n_attr, 0);
+	/* The application initialises CUDA: the driver, and an object the
+	 * process had not loaded before (libc's libanl) to be counted. */
+	driver_loaded = true;
+	void *h = __real_dlopen("libanl.so.1", RTLD_NOW);
+	CHECKF(h, "dlopen libanl.so.1: %s", dlerror());
+	CHECK_RC(rma_region_register(e, dev, MIB, 0, &dr), 0);
+	CHECKF(n_cuda_dlopen == 2, "after a load, the driver was asked for %d times",
+	       (int)n_cuda_dlopen);
+	CHECK(n_attr > 0); /* the region was looked at as device memory */
+	rma_region_release(dr);
+	for (int i = 0; i < 3; i++)
+		rma_region_release(r[i]);
+	rma_engine_destroy(e);
+	test_free(host, MIB);
+	dlclose(h);
+}
+
 /* Device memory named by address (the registration cache) is staged like
  * a device region; a CRC of device memory is refused (the CPU cannot read
  * it). */
@@ -595,6 +631,8 @@ int main(int argc, char **argv)
 		case_plain();
 	else if (!strcmp(c, "no_driver"))
 		case_no_driver();
+	else if (!strcmp(c, "driver_later"))
+		case_driver_later();
 	else
 		FAIL("unknown case '%s'", c);
 	return 0;
