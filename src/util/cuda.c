@@ -52,7 +52,7 @@ const struct rma__cuda *rma__cuda(void)
 	 * in a threaded process each unmap interrupts every other CPU
 	 * (measured: 80-100 us a registration, 10,000 regions a second). */
 	unsigned long long adds = 0;
-	bool known = dl_iterate_phdr(loaded_count, &adds) == 1;
+	bool known = !cu_ok && dl_iterate_phdr(loaded_count, &adds) == 1;
 	if (!cu_ok && (!known || !cu_looked || adds != cu_adds)) {
 		cu_looked = true;
 		cu_adds = adds;

@@ -25,7 +25,8 @@ static int calls, fds[NFD], nfds;
 
 ssize_t __wrap_sendmsg(int fd, const struct msghdr *mh, int flags)
 {
-	if (counting && pthread_equal(pthread_self(), me)) {
+	/* This thread's only: the target's thread writes too. */
+	if (pthread_equal(pthread_self(), me) && counting) {
 		int i = 0;
 		while (i < nfds && fds[i] != fd)
 			i++;
