@@ -140,6 +140,7 @@ struct ofi_peer {
 	unsigned n;              /* chunks in inflight */
 	bool stalled;            /* post said -EAGAIN: kick after progress */
 	bool reset_due;          /* reset once the current call returns */
+	int64_t reset_by;        /* reset_due: close the endpoint by then */
 	struct rma__timer abort_tm;
 };
 

@@ -134,6 +134,7 @@ int rma__ofi_peer_hello(struct ofi_peer *pe)
 static void peer_reset(struct ofi_peer *pe, int err)
 {
 	pe->reset_due = false;
+	pe->reset_by = 0;
 	if (pe->oe) {
 		rma__ofi_ep_close(pe->oe);
 		pe->oe = NULL;
@@ -176,7 +177,9 @@ static int cq_errno(int err, int prov_errno)
  */
 static void reset_soon(struct ofi_peer *pe)
 {
-	int64_t at = pe->n ? rma__now_ns() + OFI_RESET_GRACE_NS : 0;
+	if (!pe->reset_by)
+		pe->reset_by = rma__now_ns() + OFI_RESET_GRACE_NS;
+	int64_t at = pe->n ? pe->reset_by : 0;
 	if (!rma__timer_armed(&pe->abort_tm) || pe->abort_tm.at > at)
 		rma__timer_arm(pe->ot->e, &pe->abort_tm, at);
 }
@@ -262,12 +265,20 @@ static void abort_timer(struct rma__timer *tm)
 		dead = !rma__op_live(pe->ot->e, c->op_id);
 	if (pe->moved && pe->ctl)
 		rma__ofi_ctl_poll(pe->ctl); /* revocations before the move */
+	/* A broken connection's chunks are the provider's to report first
+	 * (reset_soon): an abort's grace that ends meanwhile waits for them
+	 * too, since a dead op's chunks are reported by the close anyway. */
+	if (pe->reset_due && pe->n && !pe->moved && rma__now_ns() < pe->reset_by) {
+		rma__timer_arm(pe->ot->e, &pe->abort_tm, pe->reset_by);
+		return;
+	}
 	if (dead && pe->n)
 		peer_reset(pe, -ECONNRESET);
 	else if (dead && pe->oe) { /* nothing in flight: reopen lazily */
 		rma__ofi_ep_close(pe->oe);
 		pe->oe = NULL;
 		pe->reset_due = false;
+		pe->reset_by = 0;
 	}
 	if (pe->moved) { /* the next post opens an endpoint to the new one */
 		memcpy(pe->addr, pe->new_addr, pe->new_addr_len);
