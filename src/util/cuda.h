@@ -5,8 +5,9 @@
  * it: an application that owns device memory has, so a host-only process
  * pays nothing and needs no CUDA.  Until it is found, a call looks again
  * whenever the process has loaded an object since the last look, so an
- * application may initialise CUDA after its first rma call.  Shared by the core (staging device memory through host
- * buffers for transports that copy with the CPU) and verbs (dma-buf).
+ * application may initialise CUDA after its first rma call.  Shared by
+ * the core (staging device memory through host buffers for transports
+ * that copy with the CPU) and verbs (dma-buf).
  */
 #ifndef RMA_UTIL_CUDA_H
 #define RMA_UTIL_CUDA_H
