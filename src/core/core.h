@@ -215,6 +215,7 @@ struct rma_engine {
 				  * limit with chunks queued */
 	int pollers;             /* threads between epoll_wait and handling */
 	struct rma__watch *hot;  /* the direct watch that last found work */
+	bool hot_queue;          /* it has no fd: a queue its transport polls */
 	unsigned spins;          /* spinning rounds, for the epoll_wait of each 4th */
 	struct rma__watch *grave; /* retired watches awaiting release */
 };
@@ -282,8 +283,12 @@ static inline bool rma__timers_due(const struct rma_engine *e, int64_t now)
 int rma__progress_init(struct rma_engine *e);
 int rma__progress_start(struct rma_engine *e);
 void rma__progress_stop(struct rma_engine *e);
-/* One round; returns the events that brought work (0: none), or -errno. */
-int rma__progress_once(struct rma_engine *e, int timeout_ms, bool direct);
+/* One round; returns the events that brought work (0: none), or -errno.
+ * A spinning round (timeout 0) may first try the hot watch directly:
+ * RMA__TRY_ANY, or RMA__TRY_QUEUE only if it is a queue its transport
+ * polls (no fd); RMA__TRY_NONE asks epoll. */
+enum { RMA__TRY_NONE, RMA__TRY_ANY, RMA__TRY_QUEUE };
+int rma__progress_once(struct rma_engine *e, int timeout_ms, int try);
 void rma__spin_idle(void);
 void rma__wake(struct rma_engine *e);
 void rma__unpark(struct rma_engine *e); /* a parked progress thread looks again */

@@ -109,12 +109,13 @@ RMA_EXPORT int rma_poll(rma_engine *e, struct rma_completion *out, size_t max)
 		/* A round can outlast the lease (a large get's bytes are
 		 * copied in it): the thread waits for it all the same. */
 		__atomic_add_fetch(&e->polling, 1, __ATOMIC_RELAXED);
-		int got = rma__progress_once(e, 0, false);
+		int got = rma__progress_once(e, 0, RMA__TRY_QUEUE);
 		__atomic_store_n(&e->poll_lease, rma__now_ns() + lease,
 				 __ATOMIC_RELAXED);
 		__atomic_sub_fetch(&e->polling, 1, __ATOMIC_RELAXED);
 		if (got == 0)
-			sched_yield(); /* nothing came: let a peer on our core run */
+			rma__spin_idle(); /* nothing came: now and then, let a
+					   * peer on our core run */
 		if (!__atomic_load_n(&e->cq_count, __ATOMIC_ACQUIRE))
 			return 0;
 	}

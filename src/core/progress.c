@@ -36,12 +36,19 @@ int rma__watch_mod(struct rma_engine *e, struct rma__watch *w, uint32_t events)
 	return epoll_ctl(e->epfd, EPOLL_CTL_MOD, w->fd, &ev) ? -errno : 0;
 }
 
+/* Lock held; hot is read without it, as a hint, and checked under it. */
+static void set_hot(struct rma_engine *e, struct rma__watch *w)
+{
+	__atomic_store_n(&e->hot_queue, w->fd < 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->hot, w, __ATOMIC_RELAXED);
+}
+
 /* A direct watch with no fd (a queue its transport polls) found work:
  * spinning rounds try it first.  Lock held. */
 void rma__watch_touch(struct rma_engine *e, struct rma__watch *w)
 {
 	if (w->direct && !w->retired)
-		__atomic_store_n(&e->hot, w, __ATOMIC_RELAXED);
+		set_hot(e, w);
 }
 
 /* A transport gave work to something no fd will announce (a queue it
@@ -126,25 +133,30 @@ void rma__wake(struct rma_engine *e)
  * epoll_wait and the read are two, and an empty one costs what an empty
  * epoll_wait does.  Every SPIN_EPOLL-th spinning round, and every round
  * without a hot watch, asks epoll, so other fds wait a few microseconds at
- * most.  rma_poll's rounds always ask epoll: they run between a caller's
- * posts, and reading as soon as a byte lands would split the replies that
- * a round of epoll lets gather.
+ * most.  The rounds of rma_poll and rma_progress try only a queue
+ * (RMA__TRY_QUEUE: ofi's completion queue, which every round reads
+ * anyway, so epoll is the round's only extra system call); a socket waits
+ * for epoll there: those rounds run between a caller's posts, and reading
+ * as soon as a byte lands would split the replies that a round of epoll
+ * lets gather.
  */
-int rma__progress_once(struct rma_engine *e, int timeout_ms, bool direct)
+int rma__progress_once(struct rma_engine *e, int timeout_ms, int try)
 {
 	struct epoll_event ev[64];
 	int n = 0, active = 0, err = 0;
 
-	if (direct && !timeout_ms && __atomic_load_n(&e->hot, __ATOMIC_RELAXED) &&
+	if (try && !timeout_ms && __atomic_load_n(&e->hot, __ATOMIC_RELAXED) &&
+	    (try == RMA__TRY_ANY || __atomic_load_n(&e->hot_queue, __ATOMIC_RELAXED)) &&
 	    __atomic_add_fetch(&e->spins, 1, __ATOMIC_RELAXED) % SPIN_EPOLL) {
 		pthread_mutex_lock(&e->mu);
 		struct rma__watch *w = e->hot;
-		if (w && w->direct) {
+		if (w && w->direct && (try == RMA__TRY_ANY || w->fd < 0)) {
 			w->quiet = false;
 			w->cb(w, 0);
 			active = !w->quiet;
 		} else {
-			/* it opted out: epoll from the next round */
+			/* it opted out (or is now a socket, which this
+			 * round does not try): epoll from the next round */
 			__atomic_store_n(&e->hot, NULL, __ATOMIC_RELAXED);
 		}
 	} else {
@@ -161,7 +173,7 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms, bool direct)
 				if (!w->quiet) {
 					active++;
 					if (w->direct && !w->retired)
-						__atomic_store_n(&e->hot, w, __ATOMIC_RELAXED);
+						set_hot(e, w);
 				}
 			}
 		}
@@ -305,7 +317,7 @@ static void park(struct rma_engine *e)
 		    !__atomic_load_n(&e->polling, __ATOMIC_RELAXED) &&
 		    __atomic_load_n(&e->poll_lease, __ATOMIC_RELAXED) < rma__now_ns()) {
 			pthread_mutex_unlock(&e->park_mu);
-			rma__progress_once(e, 0, false);
+			rma__progress_once(e, 0, RMA__TRY_NONE);
 			pthread_mutex_lock(&e->park_mu);
 		}
 	}
@@ -343,7 +355,7 @@ static void *thread_main(void *arg)
 		pthread_mutex_unlock(&e->mu);
 		/* Spinning: when a round finds nothing, let a thread sharing
 		 * this core run (it may be the one we are waiting for). */
-		if (rma__progress_once(e, timeout, true) == 0 && !timeout)
+		if (rma__progress_once(e, timeout, RMA__TRY_ANY) == 0 && !timeout)
 			rma__spin_idle();
 		pthread_mutex_lock(&e->mu);
 		e->poll_until = 0;
@@ -378,7 +390,7 @@ RMA_EXPORT int rma_progress(rma_engine *e, int timeout_ms)
 {
 	if (!e)
 		return -EINVAL;
-	int rc = rma__progress_once(e, timeout_ms, false);
+	int rc = rma__progress_once(e, timeout_ms, RMA__TRY_QUEUE);
 	if (rc < 0 && rc != -EINTR)
 		return rc;
 	pthread_mutex_lock(&e->mu);

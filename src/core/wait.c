@@ -74,7 +74,7 @@ void rma__wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
 				timeout = (int)(e->poll_ns / 1000000);
 		}
 		pthread_mutex_unlock(&e->mu);
-		if (rma__progress_once(e, timeout, true) == 0 && !timeout)
+		if (rma__progress_once(e, timeout, RMA__TRY_ANY) == 0 && !timeout)
 			rma__spin_idle(); /* let a thread sharing our core run */
 		pthread_mutex_lock(&e->mu);
 	}
@@ -132,7 +132,7 @@ RMA_EXPORT int rma_submit(rma_engine *e, const struct rma_op *ops, size_t n,
 			/* Out of op slots: let some finish first. */
 			rma__pump_all(e);
 			pthread_mutex_unlock(&e->mu);
-			rma__progress_once(e, 1, false);
+			rma__progress_once(e, 1, RMA__TRY_NONE);
 			pthread_mutex_lock(&e->mu);
 		}
 		if (rc < 0) {

@@ -1,0 +1,148 @@
+/*
+ * Direct tries (design.md section 5): a spinning round calls the hot
+ * watch's callback without asking epoll, three rounds in four.  The
+ * progress thread and rma_submit's waiters try any hot watch; the rounds
+ * of rma_progress and rma_poll try only a queue (a watch without an fd,
+ * which their transport polls), never a socket: a reply read there as soon
+ * as its first bytes land is read in pieces.
+ */
+#include <stdio.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "fake_transport.h"
+#include "testlib.h"
+
+struct probe {
+	struct rma__watch w;
+	pthread_t mark;    /* count only this thread's calls */
+	unsigned tried;    /* calls without an event */
+	unsigned events;   /* calls with one */
+};
+
+/* Always "found work", so that the watch stays hot. */
+static void probe_cb(struct rma__watch *w, uint32_t ev)
+{
+	struct probe *p = container_of(w, struct probe, w);
+	if (!pthread_equal(pthread_self(), p->mark))
+		return;
+	if (ev) {
+		uint64_t v;
+		p->events++;
+		if (read(w->fd, &v, sizeof v) < 0) {
+			/* drained already: a level-triggered fd goes quiet */
+		}
+	} else {
+		p->tried++;
+	}
+}
+
+static void probe_release(struct rma__watch *w)
+{
+	(void)w;
+}
+
+static void probe_init(struct probe *p, int fd)
+{
+	*p = (struct probe){ .mark = pthread_self() };
+	p->w.fd = fd;
+	p->w.direct = true;
+	p->w.cb = probe_cb;
+	p->w.release = probe_release;
+}
+
+/* n rounds of rma_progress; returns the direct tries they made. */
+static unsigned progress_rounds(rma_engine *e, struct probe *p, int n)
+{
+	unsigned before = p->tried;
+	for (int i = 0; i < n; i++)
+		CHECK(rma_progress(e, 0) >= 0);
+	return p->tried - before;
+}
+
+static unsigned poll_rounds(rma_engine *e, struct probe *p, int n)
+{
+	struct rma_completion c;
+	unsigned before = p->tried;
+	for (int i = 0; i < n; i++)
+		CHECK_EQ(rma_poll(e, &c, 1), 0);
+	return p->tried - before;
+}
+
+/* A socket-like watch: an eventfd, readable once (one event). */
+static int add_socket(rma_engine *e, struct probe *s)
+{
+	int fd = eventfd(1, EFD_NONBLOCK);
+	CHECK(fd >= 0);
+	probe_init(s, fd);
+	pthread_mutex_lock(&e->mu);
+	CHECK_RC(rma__watch_add(e, &s->w, EPOLLIN), 0);
+	pthread_mutex_unlock(&e->mu);
+	return fd;
+}
+
+static void teardown(rma_engine *e, struct probe *s, struct probe *q)
+{
+	pthread_mutex_lock(&e->mu);
+	rma__watch_retire(e, &s->w);
+	rma__watch_retire(e, &q->w);
+	pthread_mutex_unlock(&e->mu);
+	rma_engine_destroy(e);
+	close(s->w.fd);
+}
+
+int main(void)
+{
+	test_watchdog(60);
+	fake_register();
+	fake_reset(0);
+
+	/* 1. Caller-driven progress: a queue is tried, a socket is not. */
+	rma_engine *e = fake_engine(16);
+	struct probe q, s;
+	probe_init(&q, -1);
+	pthread_mutex_lock(&e->mu);
+	rma__watch_touch(e, &q.w);
+	pthread_mutex_unlock(&e->mu);
+	unsigned n = progress_rounds(e, &q, 40);
+	CHECKF(n >= 25 && n <= 35, "rma_progress tried the hot queue in %u of 40 rounds", n);
+
+	add_socket(e, &s);
+	progress_rounds(e, &s, 4); /* epoll reports it: the socket is hot */
+	CHECK_EQ(s.events, 1);
+	n = progress_rounds(e, &s, 40);
+	CHECKF(n == 0, "rma_progress read a socket directly %u times in 40 rounds", n);
+	/* The same hot socket, in rounds that may try anything (the thread's,
+	 * a waiter's): it is tried. */
+	unsigned before = s.tried;
+	for (int i = 0; i < 40; i++)
+		CHECK(rma__progress_once(e, 0, RMA__TRY_ANY) >= 0);
+	n = s.tried - before;
+	CHECKF(n >= 25 && n <= 35, "a thread's rounds tried the hot socket %u of 40 times", n);
+	teardown(e, &s, &q);
+
+	/* 2. rma_poll on an engine with a progress thread: its rounds on the
+	 * caller's thread follow the same rule. */
+	struct rma_config cfg;
+	rma_config_init(&cfg);
+	cfg.transports = "fake";
+	CHECK_RC(rma_engine_create(&cfg, &e), 0);
+	probe_init(&q, -1);
+	pthread_mutex_lock(&e->mu);
+	rma__watch_touch(e, &q.w);
+	pthread_mutex_unlock(&e->mu);
+	n = poll_rounds(e, &q, 40);
+	CHECKF(n >= 20, "rma_poll tried the hot queue in %u of 40 rounds", n);
+
+	add_socket(e, &s);
+	poll_rounds(e, &s, 8);
+	CHECKF(s.events == 1, "the socket's event reached the polling thread %u times",
+	       s.events);
+	n = poll_rounds(e, &s, 40);
+	CHECKF(n == 0, "rma_poll read a socket directly %u times in 40 rounds", n);
+	teardown(e, &s, &q);
+	printf("ok\n");
+	return 0;
+}
