@@ -154,11 +154,10 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms, int try)
 			w->quiet = false;
 			w->cb(w, 0);
 			active = !w->quiet;
-		} else {
-			/* it opted out (or is now a socket, which this
-			 * round does not try): epoll from the next round */
+		} else if (!w || !w->direct) {
+			/* it opted out: epoll from the next round */
 			__atomic_store_n(&e->hot, NULL, __ATOMIC_RELAXED);
-		}
+		} /* else a socket became hot meanwhile: not this round's to try */
 	} else {
 		__atomic_add_fetch(&e->pollers, 1, __ATOMIC_SEQ_CST);
 		n = epoll_wait(e->epfd, ev, 64, timeout_ms);
