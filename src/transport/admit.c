@@ -115,6 +115,7 @@ void rma__admit_handshake(struct rma__admit *ad, struct rma__admitted *a)
 {
 	link_newest(&ad->hs_oldest, &ad->hs_newest, a);
 	a->list = 1;
+	a->spoke = false;
 	ad->nhandshakes++;
 }
 
@@ -133,8 +134,15 @@ static struct rma__admitted *oldest_handshake(struct rma__admit *ad,
 		++*count;
 		if (!old)
 			old = a;
-		if (!old_silent && ad->ops->silent && ad->ops->silent(a))
-			old_silent = a;
+		/* Once a byte has come in, a connection is never silent
+		 * again: ask each once, so that a flood of talking sockets
+		 * costs no peek per accepted connection per handshake. */
+		if (!old_silent && !a->spoke) {
+			if (ad->ops->silent && ad->ops->silent(a))
+				old_silent = a;
+			else
+				a->spoke = true;
+		}
 	}
 	return old_silent ? old_silent : old;
 }

@@ -40,6 +40,7 @@ struct rma__admitted {
 	struct rma__admitted *newer, *older; /* in its list, by age */
 	uint8_t raddr[16];        /* remote address, IPv4 mapped */
 	uint8_t list;             /* 0 none, 1 handshakes, 2 authenticated */
+	bool spoke;               /* found not silent: never asked again */
 };
 
 struct rma__admit_ops {

@@ -607,7 +607,7 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 		 * oldest goes first. */
 		rma__admit_raddr(&sa, raddr);
 		rma__admit_make_room(&ot->admit, raddr);
-		rma__tcp_tune_socket(fd);
+		rma__tcp_tune_accepted(fd);
 		struct ofi_ctl *c = ctl_new(ot, fd);
 		if (!c) {
 			close(fd);

@@ -8,6 +8,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -238,6 +239,26 @@ void rma__tcp_tune_socket(int fd)
 	/* Large buffers come only after authentication (limits.c). */
 }
 
+void rma__tcp_tune_accepted(int fd)
+{
+	/* Linux copies a listener's socket options to the sockets it
+	 * accepts, which saves six system calls per connection (a flood of
+	 * them is accepted as fast as it comes); checked once, in case a
+	 * kernel does not. */
+	static atomic_int inherits; /* 0 not known, 1 yes, -1 no */
+	int v = atomic_load_explicit(&inherits, memory_order_relaxed);
+
+	if (!v) {
+		int ut = 0;
+		socklen_t len = sizeof ut;
+		v = !getsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ut, &len) &&
+			    ut == USER_TIMEOUT_MS ? 1 : -1;
+		atomic_store_explicit(&inherits, v, memory_order_relaxed);
+	}
+	if (v < 0)
+		rma__tcp_tune_socket(fd);
+}
+
 int rma__tcp_listen(const char *who, const char *at, const char *advertise,
 		    int backlog, uint8_t *blob, size_t *blob_len)
 {
@@ -254,6 +275,7 @@ int rma__tcp_listen(const char *who, const char *at, const char *advertise,
 	if (fd < 0)
 		return -errno;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	rma__tcp_tune_socket(fd); /* accepted sockets inherit it */
 	if (bind(fd, (struct sockaddr *)&sa, len) || listen(fd, backlog)) {
 		rc = -errno;
 		rma__err("%s: cannot listen on %s: %s", who, at, strerror(errno));

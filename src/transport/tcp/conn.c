@@ -43,11 +43,6 @@ struct conn *rma__tcp_conn_new(struct tcp_tr *tt, int fd, unsigned cap)
 	struct conn *c = calloc(1, sizeof *c);
 	if (!c)
 		return NULL;
-	c->ring = calloc(cap, sizeof *c->ring);
-	if (!c->ring) {
-		free(c);
-		return NULL;
-	}
 	c->cap = cap;
 	c->tt = tt;
 	c->w.fd = fd;
@@ -56,6 +51,13 @@ struct conn *rma__tcp_conn_new(struct tcp_tr *tt, int fd, unsigned cap)
 	c->w.release = rma__tcp_conn_release;
 	c->hs_deadline = rma__now_ns() + HANDSHAKE_NS;
 	return c;
+}
+
+int rma__tcp_conn_ring(struct conn *c)
+{
+	if (!c->ring && !(c->ring = calloc(c->cap, sizeof *c->ring)))
+		return -ENOMEM;
+	return 0;
 }
 
 struct txe *rma__tcp_ring_at(struct conn *c, unsigned i)

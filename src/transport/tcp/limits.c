@@ -85,6 +85,10 @@ void rma__tcp_authenticated(struct conn *c)
 {
 	if (!c->peer && !rma__admit_up(&c->tt->admit, &c->adm))
 		return; /* refused */
+	if (rma__tcp_conn_ring(c)) {
+		rma__tcp_conn_kill(c, -ENOMEM);
+		return;
+	}
 	big_buffers(c);
 }
 

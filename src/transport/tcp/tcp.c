@@ -64,7 +64,7 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 		}
 		memcpy(c->adm.raddr, raddr, 16);
 		c->hs_deadline = rma__now_ns() + tt->admit.lim.handshake_ns;
-		rma__tcp_tune_socket(fd);
+		rma__tcp_tune_accepted(fd);
 		c->events = EPOLLIN;
 		if (rma__tcp_hs_begin(c) || rma__watch_add(tt->e, &c->w, EPOLLIN)) {
 			close(fd);
@@ -198,8 +198,10 @@ int rma__tcp_conn_start(struct tcp_peer *p)
 		return fd;
 	/* Room for the peer's whole window plus dropped entries. */
 	c = rma__tcp_conn_new(tt, fd, tt->depth * 2);
-	if (!c) {
+	if (!c || rma__tcp_conn_ring(c)) {
 		close(fd);
+		if (c)
+			rma__tcp_conn_release(&c->w);
 		return -ENOMEM;
 	}
 	c->peer = p;

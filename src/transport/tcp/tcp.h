@@ -161,6 +161,8 @@ int rma__tcp_listen(const char *who, const char *at, const char *advertise,
 int rma__tcp_sa_from_blob(const uint8_t *b, size_t n,
 			  struct sockaddr_storage *sa, socklen_t *len);
 void rma__tcp_tune_socket(int fd);
+/* The same for a socket accepted from a listener of rma__tcp_listen. */
+void rma__tcp_tune_accepted(int fd);
 /* A non-blocking, tuned socket connecting to sa (writable once connected).
  * Returns the fd, or -errno. */
 int rma__tcp_dial(const struct sockaddr_storage *sa, socklen_t len);
@@ -175,7 +177,8 @@ void rma__tcp_connected(struct conn *c);
  * in tcp.c); -EINVAL. */
 int rma__tcp_limits_init(struct tcp_tr *tt, const struct rma__topts *o);
 /* c proved the secret: apply the connection caps (evicting the idlest or
- * refusing c) and grant large buffers within their bound. */
+ * refusing c), give a target's connection its ring, and grant large
+ * buffers within their bound. */
 void rma__tcp_authenticated(struct conn *c);
 /* Timers (handshakes too slow, idle connections, the refusal log) tick
  * every TICK_NS while there is a connection or a refusal to report. */
@@ -185,7 +188,12 @@ void rma__tcp_timer_start(struct tcp_tr *tt);
 int rma__tcp_conn_start(struct tcp_peer *p);
 
 /* conn.c */
+/* A connection with room for cap messages; the ring itself comes from
+ * rma__tcp_conn_ring: at once for an initiator's, on authentication for a
+ * target's, so that a flood of handshakes costs neither memory nor time
+ * for rings it never uses. */
 struct conn *rma__tcp_conn_new(struct tcp_tr *tt, int fd, unsigned cap);
+int rma__tcp_conn_ring(struct conn *c); /* 0 or -ENOMEM */
 void rma__tcp_conn_release(struct rma__watch *w);
 void rma__tcp_conn_kill(struct conn *c, int err);
 void rma__tcp_conn_flush(struct conn *c);

@@ -304,7 +304,7 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			return;
-		rma__tcp_tune_socket(fd); /* no Nagle wait on the last byte */
+		rma__tcp_tune_accepted(fd); /* no Nagle wait on the last byte */
 		struct vb_tr *vt = container_of(w, struct vb_tr, lw);
 		struct vb_ctl *c = ctl_new(vt, fd);
 		if (!c) {
