@@ -45,10 +45,15 @@ struct rma__topts {
 
 /* A window of a region reachable with one key (an advertisement names one). */
 struct rma__grant {
+	/* What serving a request reads, together: with many regions a
+	 * lookup then misses the cache on the key's slot and here only. */
 	uint64_t key;
-	struct rma_region *region;
-	uint64_t off, len;
+	char *base;       /* region->addr + off */
+	uint64_t len;
 	unsigned access;
+	bool dev;         /* the region is device memory */
+	struct rma_region *region;
+	uint64_t off;
 	unsigned tmask;   /* instances that accepted it (grant_add) */
 	void *tdata[RMA__MAX_TRANSPORTS];
 	struct rma__grant *next; /* the region's grants */

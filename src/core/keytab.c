@@ -7,7 +7,7 @@
 #define TOMB ((void *)&tomb_marker)
 static char tomb_marker;
 
-static size_t slot(const struct rma__keytab *t, uint64_t key)
+static size_t home(const struct rma__keytab *t, uint64_t key)
 {
 	uint64_t h = (key ^ t->salt) * 0x9E3779B97F4A7C15ULL;
 	h ^= h >> 29;
@@ -19,21 +19,16 @@ int rma__keytab_init(struct rma__keytab *t, uint64_t salt)
 	t->cap = 64;
 	t->n = t->tomb = 0;
 	t->salt = salt;
-	t->keys = calloc(t->cap, sizeof *t->keys);
-	t->vals = calloc(t->cap, sizeof *t->vals);
-	if (!t->keys || !t->vals) {
-		rma__keytab_fini(t);
+	t->slot = calloc(t->cap, sizeof *t->slot);
+	if (!t->slot)
 		return -ENOMEM;
-	}
 	return 0;
 }
 
 void rma__keytab_fini(struct rma__keytab *t)
 {
-	free(t->keys);
-	free(t->vals);
-	t->keys = NULL;
-	t->vals = NULL;
+	free(t->slot);
+	t->slot = NULL;
 	t->cap = t->n = t->tomb = 0;
 }
 
@@ -42,18 +37,13 @@ static int grow(struct rma__keytab *t)
 	struct rma__keytab nt = *t;
 	nt.cap = t->n * 4 > t->cap ? t->cap * 2 : t->cap; /* else just rehash */
 	nt.n = nt.tomb = 0;
-	nt.keys = calloc(nt.cap, sizeof *nt.keys);
-	nt.vals = calloc(nt.cap, sizeof *nt.vals);
-	if (!nt.keys || !nt.vals) {
-		free(nt.keys);
-		free(nt.vals);
+	nt.slot = calloc(nt.cap, sizeof *nt.slot);
+	if (!nt.slot)
 		return -ENOMEM;
-	}
 	for (size_t i = 0; i < t->cap; i++)
-		if (t->keys[i] && t->vals[i] != TOMB)
-			rma__keytab_put(&nt, t->keys[i], t->vals[i]);
-	free(t->keys);
-	free(t->vals);
+		if (t->slot[i].key && t->slot[i].val != TOMB)
+			rma__keytab_put(&nt, t->slot[i].key, t->slot[i].val);
+	free(t->slot);
 	*t = nt;
 	return 0;
 }
@@ -69,12 +59,13 @@ int rma__keytab_put(struct rma__keytab *t, uint64_t key, void *val)
 	}
 	if (rma__keytab_get(t, key))
 		return -EEXIST;
-	for (size_t i = slot(t, key);; i = (i + 1) & (t->cap - 1)) {
-		if (t->keys[i] == 0 || t->vals[i] == TOMB) {
-			if (t->vals[i] == TOMB)
+	for (size_t i = home(t, key);; i = (i + 1) & (t->cap - 1)) {
+		struct rma__kslot *sl = &t->slot[i];
+		if (sl->key == 0 || sl->val == TOMB) {
+			if (sl->val == TOMB)
 				t->tomb--;
-			t->keys[i] = key;
-			t->vals[i] = val;
+			sl->key = key;
+			sl->val = val;
 			t->n++;
 			return 0;
 		}
@@ -85,10 +76,10 @@ static size_t find(const struct rma__keytab *t, uint64_t key)
 {
 	if (key == 0 || t->cap == 0)
 		return (size_t)-1;
-	for (size_t i = slot(t, key);; i = (i + 1) & (t->cap - 1)) {
-		if (t->keys[i] == 0)
+	for (size_t i = home(t, key);; i = (i + 1) & (t->cap - 1)) {
+		if (t->slot[i].key == 0)
 			return (size_t)-1;
-		if (t->keys[i] == key && t->vals[i] != TOMB)
+		if (t->slot[i].key == key && t->slot[i].val != TOMB)
 			return i;
 	}
 }
@@ -96,7 +87,7 @@ static size_t find(const struct rma__keytab *t, uint64_t key)
 void *rma__keytab_get(const struct rma__keytab *t, uint64_t key)
 {
 	size_t i = find(t, key);
-	return i == (size_t)-1 ? NULL : t->vals[i];
+	return i == (size_t)-1 ? NULL : t->slot[i].val;
 }
 
 void *rma__keytab_del(struct rma__keytab *t, uint64_t key)
@@ -104,8 +95,8 @@ void *rma__keytab_del(struct rma__keytab *t, uint64_t key)
 	size_t i = find(t, key);
 	if (i == (size_t)-1)
 		return NULL;
-	void *v = t->vals[i];
-	t->vals[i] = TOMB;
+	void *v = t->slot[i].val;
+	t->slot[i].val = TOMB;
 	t->n--;
 	t->tomb++;
 	return v;

@@ -6,8 +6,12 @@
  * chosen by a salted hash so probe timing says nothing about other keys.
  * Key 0 is reserved (never issued). */
 struct rma__keytab {
-	uint64_t *keys;
-	void **vals;
+	/* A key beside its value: a lookup in a table too big for the cache
+	 * misses once, not twice. */
+	struct rma__kslot {
+		uint64_t key;
+		void *val;
+	} *slot;
 	size_t cap; /* power of two */
 	size_t n, tomb;
 	uint64_t salt;

@@ -55,6 +55,8 @@ static int grant_new(struct rma_engine *e, struct rma_region *r, uint64_t off,
 	if (!g)
 		return -ENOMEM;
 	g->region = r;
+	g->base = r->addr + off;
+	g->dev = r->dev;
 	g->off = off;
 	g->len = len;
 	g->access = access;
@@ -273,7 +275,7 @@ void rma__region_free_all(struct rma_engine *e)
 
 int rma__target_lookup(struct rma_engine *e, uint64_t key, uint64_t raddr,
 		       uint64_t len, unsigned access, char **addr,
-		       struct rma_region **region)
+		       struct rma_region **region, bool *dev)
 {
 	struct rma__grant *g = rma__keytab_get(&e->grants, key);
 
@@ -283,7 +285,9 @@ int rma__target_lookup(struct rma_engine *e, uint64_t key, uint64_t raddr,
 		return -EACCES;
 	if (raddr > g->len || len > g->len - raddr)
 		return -ERANGE;
-	*addr = g->region->addr + g->off + raddr;
+	*addr = g->base + raddr;
 	*region = g->region;
+	if (dev)
+		*dev = g->dev;
 	return 0;
 }

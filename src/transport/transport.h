@@ -286,11 +286,12 @@ unsigned rma__grant_access(const struct rma__grant *g);
 void **rma__grant_slot(struct rma__grant *g, const struct rma__transport *t);
 
 /* Target side (software-checked transports): find the memory behind a
- * remote request, checking key, bounds and access.  0 and *addr, or
- * -EKEYREJECTED / -ERANGE / -EACCES. */
+ * remote request, checking key, bounds and access.  0 and *addr, *region
+ * and (dev not NULL) whether it is device memory, or -EKEYREJECTED /
+ * -ERANGE / -EACCES.  Reads the grant only, not the region. */
 int rma__target_lookup(struct rma_engine *e, uint64_t key, uint64_t raddr,
 		       uint64_t len, unsigned access, char **addr,
-		       struct rma_region **region);
+		       struct rma_region **region, bool *dev);
 
 /* ---- fds, timers, wake-ups ---- */
 

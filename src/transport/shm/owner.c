@@ -80,7 +80,7 @@ static void answer_map(struct shm_srv *s, uint64_t id, uint64_t key)
 	struct rma_region *kr = NULL;
 	char *addr;
 
-	if (rma__target_lookup(s->st->e, key, 0, 0, 0, &addr, &kr))
+	if (rma__target_lookup(s->st->e, key, 0, 0, 0, &addr, &kr, NULL))
 		kr = NULL;
 	for (struct shm_reg *g = s->st->regs; g && kr; g = g->next)
 		if (g->id == id && g->r == kr) {

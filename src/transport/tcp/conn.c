@@ -290,7 +290,7 @@ void rma__tcp_conn_flush(struct conn *c)
 /* ---- target side ---- */
 
 static void reply(struct conn *c, uint8_t type, const struct rma_tcp_hdr *req,
-		  int status, char *pay, void *region)
+		  int status, char *pay, struct rma_region *region, bool dev)
 {
 	struct txe *x = rma__tcp_ring_at(c, c->count);
 	struct rma_tcp_hdr h = {
@@ -308,7 +308,7 @@ static void reply(struct conn *c, uint8_t type, const struct rma_tcp_hdr *req,
 	x->pay_len = type == RMA_TCP_GET_RESP && !status ? req->len : 0;
 	x->op_id = 0;
 	x->region = region;
-	x->dev = pay && rma__region_device(region) ? region : NULL;
+	x->dev = pay && dev ? region : NULL;
 	x->seq = ++c->tt->seq;
 	c->count++;
 	c->queued += RMA_TCP_HDR_SIZE + x->pay_len;
@@ -320,19 +320,20 @@ static void serve(struct conn *c, const struct rma_tcp_hdr *h)
 	struct rma_engine *e = c->tt->e;
 	struct rma_region *region = NULL;
 	char *addr = NULL;
+	bool dev = false;
 
 	if (h->type == RMA_TCP_GET) {
 		int rc = rma__target_lookup(e, h->key, h->addr, h->len,
-					    RMA_ACCESS_REMOTE_READ, &addr, &region);
-		reply(c, RMA_TCP_GET_RESP, h, rc, rc ? NULL : addr, region);
+					    RMA_ACCESS_REMOTE_READ, &addr, &region, &dev);
+		reply(c, RMA_TCP_GET_RESP, h, rc, rc ? NULL : addr, region, dev);
 		return;
 	}
 	/* PUT: the payload goes straight into the region, or is discarded. */
 	c->pay_status = rma__target_lookup(e, h->key, h->addr, h->len,
-					   RMA_ACCESS_REMOTE_WRITE, &addr, &region);
+					   RMA_ACCESS_REMOTE_WRITE, &addr, &region, &dev);
 	c->pay_dst = c->pay_status ? NULL : addr;
 	c->pay_region = region;
-	c->pay_dev = c->pay_dst && rma__region_device(region) ? region : NULL;
+	c->pay_dev = c->pay_dst && dev ? region : NULL;
 	c->cur = *h;
 	c->pay_done = 0;
 	c->in_payload = true;
@@ -383,7 +384,7 @@ static void payload_end(struct conn *c)
 {
 	c->in_payload = false;
 	if (!c->peer) {
-		reply(c, RMA_TCP_PUT_ACK, &c->cur, c->pay_status, NULL, NULL);
+		reply(c, RMA_TCP_PUT_ACK, &c->cur, c->pay_status, NULL, NULL, false);
 		return;
 	}
 	ring_pop(c);
