@@ -101,3 +101,9 @@ void *rma__keytab_del(struct rma__keytab *t, uint64_t key)
 	t->tomb++;
 	return v;
 }
+
+void rma__keytab_prefetch(const struct rma__keytab *t, uint64_t key)
+{
+	if (t->cap)
+		__builtin_prefetch(&t->slot[home(t, key)]);
+}

@@ -21,4 +21,6 @@ void rma__keytab_fini(struct rma__keytab *t);
 int rma__keytab_put(struct rma__keytab *t, uint64_t key, void *val); /* -EEXIST, -ENOMEM */
 void *rma__keytab_get(const struct rma__keytab *t, uint64_t key);
 void *rma__keytab_del(struct rma__keytab *t, uint64_t key);
+/* Start loading key's first slot into the cache (a hint; checks nothing). */
+void rma__keytab_prefetch(const struct rma__keytab *t, uint64_t key);
 #endif

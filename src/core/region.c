@@ -273,6 +273,16 @@ void rma__region_free_all(struct rma_engine *e)
 		region_free(e, e->regions);
 }
 
+void rma__target_prefetch(struct rma_engine *e, uint64_t key, bool grant)
+{
+	struct rma__grant *g;
+
+	if (!grant)
+		rma__keytab_prefetch(&e->grants, key);
+	else if ((g = rma__keytab_get(&e->grants, key)))
+		__builtin_prefetch(g);
+}
+
 int rma__target_lookup(struct rma_engine *e, uint64_t key, uint64_t raddr,
 		       uint64_t len, unsigned access, char **addr,
 		       struct rma_region **region, bool *dev)

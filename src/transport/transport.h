@@ -292,6 +292,12 @@ void **rma__grant_slot(struct rma__grant *g, const struct rma__transport *t);
 int rma__target_lookup(struct rma_engine *e, uint64_t key, uint64_t raddr,
 		       uint64_t len, unsigned access, char **addr,
 		       struct rma_region **region, bool *dev);
+/* A hint for a request about to be looked up: start loading key's table
+ * slot (grant false: touches nothing), or, once that slot is likely in
+ * the cache, its grant.  A transport holding many requests at once issues
+ * the first for all, then the second one request ahead, so that with many
+ * regions the cache misses overlap instead of adding up. */
+void rma__target_prefetch(struct rma_engine *e, uint64_t key, bool grant);
 
 /* ---- fds, timers, wake-ups ---- */
 

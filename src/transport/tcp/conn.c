@@ -425,10 +425,46 @@ static void payload_take(struct conn *c, const uint8_t *src, size_t n)
 		payload_end(c);
 }
 
+#define NO_NEXT SIZE_MAX
+
+/* The request header after the one staged at off, staged whole too: its
+ * offset, or NO_NEXT.  Unchecked: it only picks what to prefetch. */
+static size_t next_request(const struct conn *c, size_t off)
+{
+	uint64_t len = c->rx[off] == RMA_TCP_PUT ? rma__le64(c->rx + off + 32) : 0;
+	size_t left = c->rx_len - off - RMA_TCP_HDR_SIZE;
+
+	if (len > left || left - len < RMA_TCP_HDR_SIZE)
+		return NO_NEXT;
+	return off + RMA_TCP_HDR_SIZE + (size_t)len;
+}
+
+/* A target: the staged requests' keys start loading, so that with many
+ * regions their lookups' cache misses overlap. */
+static void prefetch_keys(struct conn *c)
+{
+	struct rma_engine *e = c->tt->e;
+	size_t off = c->rx_off;
+
+	if (c->in_payload) {
+		uint64_t rest = c->cur.len - c->pay_done;
+		if (rest > c->rx_len - off || c->rx_len - off - rest < RMA_TCP_HDR_SIZE)
+			return;
+		off += (size_t)rest;
+	} else if (c->rx_len - off < 2 * RMA_TCP_HDR_SIZE) {
+		return; /* one request at most: nothing to overlap */
+	}
+	for (int i = 0; i < 16 && off != NO_NEXT; i++, off = next_request(c, off))
+		rma__target_prefetch(e, rma__le64(c->rx + off + 16), false);
+}
+
 /* Parse what the staging buffer holds.  Returns 0, or -errno to kill. */
 static int rx_parse(struct conn *c)
 {
 	uint64_t max = c->peer ? c->peer->base.max_msg : c->tt->max_msg;
+
+	if (!c->peer)
+		prefetch_keys(c);
 
 	while (c->rx_off < c->rx_len) {
 		size_t avail = c->rx_len - c->rx_off;
@@ -451,8 +487,13 @@ static int rx_parse(struct conn *c)
 		bool request = h.type == RMA_TCP_PUT || h.type == RMA_TCP_GET;
 		if (request != !c->peer)
 			return -EPROTO;
-		if (request)
+		if (request) {
+			size_t next = next_request(c, c->rx_off - RMA_TCP_HDR_SIZE);
+			if (next != NO_NEXT)
+				rma__target_prefetch(c->tt->e,
+						     rma__le64(c->rx + next + 16), true);
 			serve(c, &h);
+		}
 		else if (answer(c, &h))
 			return -EPROTO;
 		if (c->in_payload && c->cur.len == 0)
