@@ -1,9 +1,10 @@
 /*
  * How a peer's chunks are spread over its tcp connections (stripes):
- * chunks over 2 KiB go to the least loaded connection, so eight 16 KiB
+ * chunks over 16 KiB go to the least loaded connection, so eight 64 KiB
  * puts leave on all four; a batch of small ones fills one connection,
  * so 64 eight-byte puts (or gets) leave in one or two sendmsg calls on one
- * socket instead of a few on every stripe.  sendmsg is wrapped at link time
+ * socket instead of a few on every stripe, and eight 4 KiB puts (or gets)
+ * in one or two.  sendmsg is wrapped at link time
  * and counted on this thread only (the initiator runs manual progress, so
  * its writes happen here; the target's thread writes its replies).
  */
@@ -72,9 +73,28 @@ static void post_counted(rma_engine *e, enum rma_op_kind kind, rma_region *ir,
 	CHECK_EQ(got, n);
 }
 
+/* n puts, then n gets, of len bytes each: one connection, one or two
+ * sendmsg calls each way, the bytes where they belong. */
+static void one_connection(rma_engine *e, rma_region *ir, rma_remote *rem,
+			   const char *tb, char *ib, unsigned n, uint64_t len)
+{
+	size_t all = (size_t)n * len;
+	for (int get = 0; get < 2; get++) {
+		if (get)
+			memset(ib, 0, all);
+		else
+			test_fill(ib, all, len);
+		post_counted(e, get ? RMA_OP_GET : RMA_OP_PUT, ir, rem, n, len);
+		CHECKF(nfds == 1 && calls <= 2,
+		       "%u %s of %llu bytes: %d sendmsg calls on %d connections", n,
+		       get ? "gets" : "puts", (unsigned long long)len, calls, nfds);
+		CHECK_EQ(memcmp(tb, ib, all), 0);
+	}
+}
+
 int main(void)
 {
-	const size_t mid = 16 << 10, size = 8 * mid;
+	const size_t mid = 64 << 10, size = 8 * mid;
 	rma_region *tr, *ir;
 	rma_remote *rem;
 
@@ -96,22 +116,14 @@ int main(void)
 	do {
 		post_counted(e, RMA_OP_PUT, ir, rem, 8, mid);
 	} while (nfds < 4 && test_now_ms() - t0 < 5000);
-	CHECKF(nfds == 4, "8 puts of 16 KiB went out on %d connections", nfds);
+	CHECKF(nfds == 4, "8 puts of 64 KiB went out on %d connections", nfds);
 	CHECK_EQ(memcmp(tb, ib, size), 0);
 
 	/* Small chunks: one connection, in one or two sendmsg calls (up to 64
-	 * iovecs each: 31 puts, a header and a payload each, or 63 gets). */
-	test_fill(ib, 64 * 8, 2);
-	post_counted(e, RMA_OP_PUT, ir, rem, 64, 8);
-	CHECKF(nfds == 1 && calls <= 2,
-	       "64 puts of 8 bytes: %d sendmsg calls on %d connections", calls, nfds);
-	CHECK_EQ(memcmp(tb, ib, 64 * 8), 0);
-
-	memset(ib, 0, 64 * 8);
-	post_counted(e, RMA_OP_GET, ir, rem, 64, 8);
-	CHECKF(nfds == 1 && calls <= 2,
-	       "64 gets of 8 bytes: %d sendmsg calls on %d connections", calls, nfds);
-	CHECK_EQ(memcmp(tb, ib, 64 * 8), 0);
+	 * iovecs each: 31 puts, a header and a payload each, or 63 gets);
+	 * 4 KiB, a key-value store's typical value, is small too. */
+	one_connection(e, ir, rem, tb, ib, 64, 8);
+	one_connection(e, ir, rem, tb, ib, 8, 4096);
 
 	rma_remote_free(rem);
 	rma_engine_destroy(e);

@@ -555,12 +555,25 @@ void rma__tcp_conn_rx(struct conn *c)
 				at = (char *)tt->discard;
 				want = RMA_MIN(want, sizeof tt->discard);
 			}
-			n = recv(c->w.fd, at, want, 0);
-			drained = n >= 0 && (size_t)n < want;
+			/* A small payload's end in place and what follows it
+			 * (the next messages) into the staging buffer, in one
+			 * call: a window of small payloads then costs about one
+			 * read per message, not two.  Not for large ones: 16 MiB
+			 * gets ran 8% slower that way, for a reason not found. */
+			struct iovec iov[2] = {{at, want}, {c->rx, sizeof c->rx}};
+			bool more = !staged && want == c->cur.len - c->pay_done &&
+				    want <= READ_AHEAD_MAX && c->rx_len == 0;
+			struct msghdr mh = {.msg_iov = iov, .msg_iovlen = more ? 2 : 1};
+			size_t asked = want + (more ? sizeof c->rx : 0);
+			n = recvmsg(c->w.fd, &mh, 0);
+			drained = n >= 0 && (size_t)n < asked;
 			if (n > 0) {
+				size_t pay = RMA_MIN((size_t)n, want);
 				if (staged)
-					stage_rx(c, dst, at, (size_t)n);
-				c->pay_done += (size_t)n;
+					stage_rx(c, dst, at, pay);
+				c->pay_done += pay;
+				if (more)
+					c->rx_len = (size_t)n - pay;
 				if (c->pay_done == c->cur.len)
 					payload_end(c);
 			}

@@ -38,7 +38,8 @@
 #define KEEPCNT 3
 #define IOV_BATCH 64
 #define DIRECT_PAYLOAD_MAX (64u << 10) /* direct tries: not with more to come */
-#define STRIPE_SMALL 2048u       /* chunks up to this size fill one connection */
+#define READ_AHEAD_MAX (64u << 10) /* payloads read with the next messages */
+#define STRIPE_SMALL 16384u      /* chunks up to this size fill one connection */
 #define STRIPE_FILL (64u << 10) /* up to this many unsent bytes */
 #define ACCEPT_BATCH 32            /* connections accepted per wake-up */
 #define TICK_NS (100 * 1000000LL)  /* resolution of the tcp timers */
