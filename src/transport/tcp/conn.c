@@ -493,9 +493,9 @@ static int rx_parse(struct conn *c)
 				rma__target_prefetch(c->tt->e,
 						     rma__le64(c->rx + next + 16), true);
 			serve(c, &h);
-		}
-		else if (answer(c, &h))
+		} else if (answer(c, &h)) {
 			return -EPROTO;
+		}
 		if (c->in_payload && c->cur.len == 0)
 			payload_end(c);
 	}
