@@ -3,7 +3,7 @@
  * endpoint) through the same timed loop as `rma bench`.
  *
  *   fi_rma [--transport tcp|shm] [--op put|get] [--sizes LIST] [--window N]
- *          [--duration MS]
+ *          [--duration MS] [--peer 'ADDRESS-HEX RKEY REMOTE-ADDR']
  *
  * --transport is the provider name: "tcp" gives tcp;ofi_rxm on libfabric
  * 1.17, bound to 127.0.0.1.  The passive side registers one buffer for
@@ -18,8 +18,16 @@
  * --transport tcp-waitfd is the same loop over tcp with its CQs opened with
  * FI_WAIT_FD, as a library must that lets a thread sleep on them: the cost
  * of that fd, measured on its own.
+ *
+ * --peer 'ADDRESS-HEX RKEY REMOTE-ADDR' measures against an existing
+ * passive side instead of our own, such as `rma target --transport ofi:tcp`
+ * (its `fabric:` line) or examples/ofi/one_target (its `advertisement:`
+ * line): the same initiator against both shows what the target costs.
+ * Its buffer must hold the largest size, readable and writable.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "harness.h"
 
 #include <errno.h>
@@ -189,6 +197,38 @@ static int serve(const struct hx_args *a, int sock)
 	return rc;
 }
 
+/* --peer: "ADDRESS-HEX RKEY REMOTE-ADDR", the numbers hex with 0x or
+ * decimal; the address into name.  0 or -EINVAL. */
+static int parse_peer(const char *s, char *name, uint32_t cap, uint32_t *len,
+		      uint64_t info[2])
+{
+	char *end;
+	uint32_t n = 0;
+
+	while (*s == ' ')
+		s++;
+	for (; s[0] && s[0] != ' '; s += 2) {
+		unsigned v;
+
+		if (!s[1] || n == cap || sscanf(s, "%2x", &v) != 1 ||
+		    !strchr("0123456789abcdefABCDEF", s[0]) ||
+		    !strchr("0123456789abcdefABCDEF", s[1]))
+			return -EINVAL;
+		name[n++] = (char)v;
+	}
+	for (int i = 0; i < 2; i++) {
+		errno = 0;
+		info[i] = strtoull(s, &end, 0);
+		if (end == s || errno || (*end && *end != ' '))
+			return -EINVAL;
+		s = end;
+	}
+	while (*s == ' ')
+		s++;
+	*len = n;
+	return n && !*s ? 0 : -EINVAL;
+}
+
 static int open_initiator(const struct hx_args *a, int sock, void **out)
 {
 	struct fab *f = calloc(1, sizeof *f);
@@ -202,9 +242,15 @@ static int open_initiator(const struct hx_args *a, int sock, void **out)
 	if ((rc = setup(f, a, a->max_size, FI_READ | FI_WRITE)) < 0)
 		return rc;
 	f->desc = f->mr ? fi_mr_desc(f->mr) : NULL;
-	if ((rc = hx_recv(sock, name, sizeof name, &len)) < 0 ||
-	    (rc = hx_recv(sock, info, sizeof info, &len)) < 0)
+	if (a->peer) {
+		if (parse_peer(a->peer, name, sizeof name, &len, info) < 0) {
+			hx_log("--peer: want 'ADDRESS-HEX RKEY REMOTE-ADDR', got '%s'", a->peer);
+			return -EINVAL;
+		}
+	} else if ((rc = hx_recv(sock, name, sizeof name, &len)) < 0 ||
+		   (rc = hx_recv(sock, info, sizeof info, &len)) < 0) {
 		return rc;
+	}
 	f->rkey = info[0];
 	f->raddr = info[1];
 	rc = fi_av_insert(f->av, name, 1, &f->peer, 0, NULL);
@@ -267,6 +313,7 @@ int main(int argc, char **argv)
 		.default_transport = "tcp",
 		.serve = serve,
 		.open = open_initiator,
+		.peer_usage = "ADDRESS-HEX RKEY REMOTE-ADDR",
 		.post = post,
 		.progress = progress,
 		.close = close_initiator,

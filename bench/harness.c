@@ -2,7 +2,9 @@
  * harness.c - argument parsing, the fork into passive side and initiator,
  * the timed phases and the JSON output shared by ucx_rma.c and fi_rma.c.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include "harness.h"
 
 #include <errno.h>
@@ -123,6 +125,7 @@ static int parse_args(int argc, char **argv, const struct hx_system *sys,
 		{ "sizes", required_argument, NULL, 's' },
 		{ "window", required_argument, NULL, 'w' },
 		{ "duration", required_argument, NULL, 'd' },
+		{ "peer", required_argument, NULL, 'p' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char sizes[256] = "8,4K,64K,1M,16M";
@@ -141,6 +144,11 @@ static int parse_args(int argc, char **argv, const struct hx_system *sys,
 		case 's': snprintf(sizes, sizeof sizes, "%s", optarg); break;
 		case 'w': a->window = (unsigned)atoi(optarg); break;
 		case 'd': a->duration_ms = (unsigned)atoi(optarg); break;
+		case 'p':
+			if (!sys->peer_usage)
+				return -EINVAL;
+			a->peer = optarg;
+			break;
 		default: return -EINVAL;
 		}
 	}
@@ -306,11 +314,12 @@ static void print_result(const struct hx_system *sys, const struct hx_args *a,
 	double bytes = (double)r->iters * (double)size;
 
 	printf("{\"system\":\"%s-%s\",\"op\":\"%s\",\"size\":%llu,\"window\":%u,"
-	       "\"iters\":%llu,\"seconds\":%.4f,\"bandwidth_MBps\":%.2f,"
+	       "\"target\":\"%s\",\"iters\":%llu,\"seconds\":%.4f,\"bandwidth_MBps\":%.2f,"
 	       "\"ops_per_s\":%.0f,\"latency_us_p50\":%.2f,\"latency_us_p99\":%.2f,"
 	       "\"latency_samples\":%zu}\n",
 	       sys->name, a->transport, a->kind == HX_PUT ? "put" : "get",
-	       (unsigned long long)size, a->window, (unsigned long long)r->iters,
+	       (unsigned long long)size, a->window, a->peer ? "peer" : "own",
+	       (unsigned long long)r->iters,
 	       r->seconds, bytes / r->seconds / 1e6, (double)r->iters / r->seconds,
 	       r->p50_us, r->p99_us, r->samples);
 	fflush(stdout);
@@ -390,9 +399,13 @@ int hx_main(int argc, char **argv, const struct hx_system *sys)
 	prog = sys->name;
 	if (parse_args(argc, argv, sys, &a) < 0) {
 		fprintf(stderr, "usage: %s_rma [--transport T] [--op put|get] [--sizes LIST]"
-				" [--window N] [--duration MS]\n", sys->name);
+				" [--window N] [--duration MS]%s%s%s\n", sys->name,
+			sys->peer_usage ? " [--peer '" : "",
+			sys->peer_usage ? sys->peer_usage : "", sys->peer_usage ? "']" : "");
 		return 2;
 	}
+	if (a.peer) /* someone else's passive side: no child */
+		return initiator(sys, &a, -1) < 0;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
 		return 1;
 	fflush(NULL);

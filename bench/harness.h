@@ -6,7 +6,10 @@
  *
  * The program forks: the child is the passive side (it registers a buffer,
  * sends what the initiator needs over a socketpair and drives its library's
- * progress until the socket closes), the parent is the initiator.  Before
+ * progress until the socket closes), the parent is the initiator.  With
+ * --peer (systems that take one) it forks nothing and measures against an
+ * existing passive side instead, e.g. `rma target`, whose share of the
+ * cost then shows against the system's own passive side.  Before
  * timing, the initiator puts a pattern of the largest size and gets it back
  * into a cleared buffer; a mismatch fails the run.  Output is
  * one JSON object per size, with the keys of `rma bench --json` plus
@@ -30,6 +33,8 @@ struct hx_args {
 	uint64_t max_size;
 	unsigned window;        /* ops in flight in the bandwidth phase */
 	unsigned duration_ms;   /* per phase and size */
+	const char *peer;       /* --peer: an existing passive side, in the
+				 * system's words; NULL: fork our own */
 };
 
 /* One library, seen from the initiator.  Every hook returns 0 or -errno. */
@@ -38,8 +43,10 @@ struct hx_system {
 	const char *default_transport;
 	/* The passive side, in the child: set up, send, serve until EOF. */
 	int (*serve)(const struct hx_args *a, int sock);
-	/* The initiator: set up against the peer behind sock. */
+	/* The initiator: set up against the peer behind sock, or with
+	 * --peer (sock -1) against a->peer. */
 	int (*open)(const struct hx_args *a, int sock, void **ctx);
+	const char *peer_usage; /* what --peer takes; NULL: not supported */
 	/* Post one op (HX_PUT or HX_GET) of size bytes from the start of
 	 * the local buffer to the start of the remote one; -EAGAIN:
 	 * progress, then try again. */
