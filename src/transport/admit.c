@@ -135,8 +135,9 @@ static struct rma__admitted *oldest_handshake(struct rma__admit *ad,
 		if (!old)
 			old = a;
 		/* Once a byte has come in, a connection is never silent
-		 * again: ask each once, so that a flood of talking sockets
-		 * costs no peek per accepted connection per handshake. */
+		 * again: ask each only until it has spoken, so that a flood
+		 * of talking sockets costs no peek per accepted connection
+		 * per handshake. */
 		if (!old_silent && !a->spoke) {
 			if (ad->ops->silent && ad->ops->silent(a))
 				old_silent = a;

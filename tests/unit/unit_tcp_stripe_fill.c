@@ -1,7 +1,9 @@
 /*
  * How a peer's chunks are spread over its tcp connections (stripes):
  * chunks over 16 KiB go to the least loaded connection, so eight 64 KiB
- * puts leave on all four; a batch of small ones fills one connection,
+ * puts leave on all four, and so do eight 64 KiB gets posted one call at
+ * a time (each request leaves at once: the replies still awaited are the
+ * load); a batch of small ones fills one connection,
  * so 64 eight-byte puts (or gets) leave in one or two sendmsg calls on one
  * socket instead of a few on every stripe, and eight 4 KiB puts (or gets)
  * in one or two.  sendmsg is wrapped at link time
@@ -47,7 +49,7 @@ static void count_start(void)
 /* Post n ops of len bytes each in one call, counting the writes it makes;
  * then wait for all of them, which must succeed. */
 static void post_counted(rma_engine *e, enum rma_op_kind kind, rma_region *ir,
-			 rma_remote *rem, unsigned n, uint64_t len)
+			 rma_remote *rem, unsigned n, uint64_t len, bool singly)
 {
 	struct rma_op ops[64];
 	struct rma_completion c[64];
@@ -58,7 +60,11 @@ static void post_counted(rma_engine *e, enum rma_op_kind kind, rma_region *ir,
 					 .remote_off = i * len, .len = len,
 					 .user_data = i};
 	count_start();
-	CHECK_RC(rma_post(e, ops, n, 5000, NULL), (int)n);
+	if (singly) /* no progress between: no reply is taken meanwhile */
+		for (unsigned i = 0; i < n; i++)
+			CHECK_RC(rma_post(e, &ops[i], 1, 5000, NULL), 1);
+	else
+		CHECK_RC(rma_post(e, ops, n, 5000, NULL), (int)n);
 	counting = false;
 	unsigned got = 0;
 	int64_t t0 = test_now_ms();
@@ -84,7 +90,7 @@ static void one_connection(rma_engine *e, rma_region *ir, rma_remote *rem,
 			memset(ib, 0, all);
 		else
 			test_fill(ib, all, len);
-		post_counted(e, get ? RMA_OP_GET : RMA_OP_PUT, ir, rem, n, len);
+		post_counted(e, get ? RMA_OP_GET : RMA_OP_PUT, ir, rem, n, len, false);
 		CHECKF(nfds == 1 && calls <= 2,
 		       "%u %s of %llu bytes: %d sendmsg calls on %d connections", n,
 		       get ? "gets" : "puts", (unsigned long long)len, calls, nfds);
@@ -114,9 +120,14 @@ int main(void)
 	/* Larger chunks: on every connection, once all four are up. */
 	int64_t t0 = test_now_ms();
 	do {
-		post_counted(e, RMA_OP_PUT, ir, rem, 8, mid);
+		post_counted(e, RMA_OP_PUT, ir, rem, 8, mid, false);
 	} while (nfds < 4 && test_now_ms() - t0 < 5000);
 	CHECKF(nfds == 4, "8 puts of 64 KiB went out on %d connections", nfds);
+	CHECK_EQ(memcmp(tb, ib, size), 0);
+	memset(ib, 0, size);
+	post_counted(e, RMA_OP_GET, ir, rem, 8, mid, true);
+	CHECKF(nfds == 4, "8 gets of 64 KiB, posted one by one, went out on %d connections",
+	       nfds);
 	CHECK_EQ(memcmp(tb, ib, size), 0);
 
 	/* Small chunks: one connection, in one or two sendmsg calls (up to 64

@@ -67,6 +67,10 @@ struct txe *rma__tcp_ring_at(struct conn *c, unsigned i)
 
 static void ring_pop(struct conn *c)
 {
+	struct txe *x = &c->ring[c->head];
+
+	if (c->peer && x->kind == RMA_TCP_GET)
+		c->awaited -= RMA_MIN(c->awaited, x->len);
 	c->head = (c->head + 1) % c->cap;
 	c->count--;
 	c->sent--;

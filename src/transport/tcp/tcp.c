@@ -267,7 +267,11 @@ static void tcp_disconnect(struct rma__peer *bp, int err)
  * replies come back in one: spread over every stripe, each write, read and
  * wake-up would carry a few ops.  Larger chunks (and small ones past the
  * fill) go to the least loaded ready connection, so that transfers use
- * every stripe and a GET's reply is not queued behind another's. */
+ * every stripe and a GET's reply is not queued behind another's.  A
+ * connection's load is what it has still to send and the GET replies it
+ * still awaits: a GET's request leaves at once, and counted by unsent
+ * bytes alone every GET went to the first connection whose requests had
+ * left (one stripe carried 40% of a 1 MiB get run). */
 static struct conn *pick(struct tcp_peer *p, uint64_t len)
 {
 	struct conn *least = NULL, *fill = NULL;
@@ -277,7 +281,7 @@ static struct conn *pick(struct tcp_peer *p, uint64_t len)
 			continue;
 		if (small && c->queued < STRIPE_FILL && (!fill || c->queued > fill->queued))
 			fill = c;
-		if (!least || c->queued < least->queued)
+		if (!least || c->queued + c->awaited < least->queued + least->awaited)
 			least = c;
 	}
 	return fill ? fill : least;
@@ -312,6 +316,8 @@ static int tcp_post(struct rma__peer *bp, const struct rma__xfer *xf)
 	x->seq = ++c->tt->seq;
 	c->count++;
 	c->queued += RMA_TCP_HDR_SIZE + x->pay_len;
+	if (x->kind == RMA_TCP_GET)
+		c->awaited += x->len;
 	return 0;
 }
 

@@ -102,6 +102,7 @@ struct conn {
 	unsigned cap, head, count, sent; /* sent: entries fully written, from head */
 	size_t cur_off;        /* bytes of entry head+sent already written */
 	uint64_t queued;       /* bytes waiting, to balance stripes */
+	uint64_t awaited;      /* initiator: GET reply bytes still to come */
 };
 
 struct tcp_peer {
