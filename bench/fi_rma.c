@@ -197,6 +197,14 @@ static int serve(const struct hx_args *a, int sock)
 	return rc;
 }
 
+static int hex_digit(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	ch |= 0x20; /* lower case */
+	return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+}
+
 /* --peer: "ADDRESS-HEX RKEY REMOTE-ADDR", the numbers hex with 0x or
  * decimal; the address into name.  0 or -EINVAL. */
 static int parse_peer(const char *s, char *name, uint32_t cap, uint32_t *len,
@@ -207,14 +215,12 @@ static int parse_peer(const char *s, char *name, uint32_t cap, uint32_t *len,
 
 	while (*s == ' ')
 		s++;
-	for (; s[0] && s[0] != ' '; s += 2) {
-		unsigned v;
+	for (; *s && *s != ' '; s += 2) {
+		int hi = hex_digit(s[0]), lo = hex_digit(s[1]);
 
-		if (!s[1] || n == cap || sscanf(s, "%2x", &v) != 1 ||
-		    !strchr("0123456789abcdefABCDEF", s[0]) ||
-		    !strchr("0123456789abcdefABCDEF", s[1]))
+		if (hi < 0 || lo < 0 || n == cap)
 			return -EINVAL;
-		name[n++] = (char)v;
+		name[n++] = (char)(hi << 4 | lo);
 	}
 	for (int i = 0; i < 2; i++) {
 		errno = 0;

@@ -29,7 +29,7 @@ done
 echo "ok: fi_rma --peer put and get against rma target"
 
 set -- $fab
-"$FI_RMA" --peer "$1 $(printf '0x%x' $(( ($2 ^ 1) & 0x7fffffffffffffff ))) $3" --sizes 4K \
+"$FI_RMA" --peer "$1 $(bad_key "$2") $3" --sizes 4K \
 	--duration 20 >"$tmp/badkey.out" 2>"$tmp/badkey.err" && fail "a wrong rkey measured"
 grep -q "completion error" "$tmp/badkey.err" || fail "a wrong rkey gave no completion error"
 "$FI_RMA" --peer "$1 $2" --sizes 4K >"$tmp/short.out" 2>"$tmp/short.err" &&

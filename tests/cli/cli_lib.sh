@@ -60,3 +60,11 @@ stop_target() {
 }
 
 crc_of() { sed -n 's/^crc32c: //p' "$1"; }
+
+# bad_key KEY: the same key with its last hex digit changed
+bad_key() {
+	case $1 in
+	*0) echo "$1" | sed 's/.$/1/' ;;
+	*) echo "$1" | sed 's/.$/0/' ;;
+	esac
+}

@@ -56,14 +56,6 @@ start_one() {
 	fail "one_target printed no advertisement in 30 s"
 }
 
-# bad_key KEY: the same key with its last hex digit changed
-bad_key() {
-	case $1 in
-	*0) echo "$1" | sed 's/.$/1/' ;;
-	*) echo "$1" | sed 's/.$/0/' ;;
-	esac
-}
-
 # ---- rma -> plain target ----
 start_one --size $SIZE
 set -- $triple
