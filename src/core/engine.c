@@ -36,7 +36,8 @@ static int start_one(struct rma_engine *e, const struct rma__topts *o,
 		rma__err("more than %d transport instances", RMA__MAX_TRANSPORTS);
 		return -E2BIG;
 	}
-	rc = ops->probe(&why);
+	rc = !named && ops->probe_default ? ops->probe_default(&why)
+					  : ops->probe(&why);
 	if (rc == 0) {
 		rc = ops->init(e, o, &t);
 		why = "cannot start";

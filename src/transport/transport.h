@@ -104,6 +104,10 @@ struct rma__transport_ops {
 	/* 0 if usable on this host; else -errno, with a reason in why.
 	 * Default: -EOPNOTSUPP. */
 	int (*probe)(const char **why);
+	/* Optional: the same for a default engine (no transports list), for
+	 * a transport that starts there only in some cases and can tell more
+	 * cheaply than probe that this host is not one.  Unset: probe. */
+	int (*probe_default)(const char **why);
 	/* One instance, with its options (rma__topt).  Set t->level here if
 	 * it depends on them, and t->poll_ns for a transport without fds. */
 	int (*init)(struct rma_engine *e, const struct rma__topts *o,

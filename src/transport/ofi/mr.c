@@ -29,7 +29,7 @@ static int mr_reg(struct ofi_tr *ot, void *addr, size_t len, uint64_t access,
 		rc = fi_mr_reg(ot->domain, addr, len, access, 0, new_key(ot), 0,
 			       mr, NULL);
 	if (rc) {
-		rma__warn("ofi: fi_mr_reg of %zu bytes: %s", len, fi_strerror(-rc));
+		rma__warn("ofi: fi_mr_reg of %zu bytes: %s", len, rma__fi.strerror(-rc));
 		return rma__ofi_err(rc);
 	}
 	return 0;

@@ -10,6 +10,7 @@
  * (libfabric cannot cancel an RMA) never touches another's.  The files:
  * see ofi.h.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -51,7 +52,7 @@ bool rma__ofi_prov_known(const char *opt)
 
 static struct fi_info *hints_for(const char *prov)
 {
-	struct fi_info *h = fi_allocinfo();
+	struct fi_info *h = rma__fi.dupinfo(NULL);
 	if (!h)
 		return NULL;
 	h->caps = FI_MSG | FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ |
@@ -101,17 +102,17 @@ static int getinfo(const char *prov, const char *node, struct fi_info **out)
 	if (!strcmp(prov, "efa")) {
 		/* The device-RMA fabric where it exists (libfabric >= 2.2). */
 		h->fabric_attr->name = strdup("efa-direct");
-		rc = fi_getinfo(OFI_VERSION, NULL, NULL, 0, h, out);
+		rc = rma__fi.getinfo(OFI_VERSION, NULL, NULL, 0, h, out);
 		free(h->fabric_attr->name);
 		h->fabric_attr->name = NULL;
 		if (rc == 0) {
-			fi_freeinfo(h);
+			rma__fi.freeinfo(h);
 			return 0;
 		}
 	}
-	rc = fi_getinfo(OFI_VERSION, ip ? node : NULL, NULL,
+	rc = rma__fi.getinfo(OFI_VERSION, ip ? node : NULL, NULL,
 			ip && node ? FI_SOURCE : 0, h, out);
-	fi_freeinfo(h);
+	rma__fi.freeinfo(h);
 	return rc ? rma__ofi_err(rc) : 0;
 }
 
@@ -119,19 +120,26 @@ static int getinfo(const char *prov, const char *node, struct fi_info **out)
  * fi_getinfo costs milliseconds, and every default engine probes. */
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 static int probe_rc;
+static const char *probe_why;
 static bool probe_has[RMA_ARRAY_SIZE(provs)];
 
 static void probe_run(void)
 {
-	struct fi_info *h = hints_for(""), *list = NULL;
+	struct fi_info *h, *list = NULL;
+
+	if ((probe_rc = rma__fi_load(&probe_why)))
+		return;
 	probe_rc = -ENODEV;
-	if (!h) {
+	probe_why = "libfabric finds no provider with RMA on reliable-datagram "
+		    "endpoints";
+	if (!(h = hints_for(""))) {
 		probe_rc = -ENOMEM;
+		probe_why = "out of memory";
 		return;
 	}
 	free(h->fabric_attr->prov_name);
 	h->fabric_attr->prov_name = NULL;
-	if (fi_getinfo(OFI_VERSION, NULL, NULL, 0, h, &list) == 0) {
+	if (rma__fi.getinfo(OFI_VERSION, NULL, NULL, 0, h, &list) == 0) {
 		for (struct fi_info *fi = list; fi; fi = fi->next)
 			for (unsigned i = 0; i < RMA_ARRAY_SIZE(provs); i++) {
 				/* "tcp;ofi_rxm": the core provider names it. */
@@ -143,18 +151,39 @@ static void probe_run(void)
 					probe_rc = 0;
 				}
 			}
-		fi_freeinfo(list);
+		rma__fi.freeinfo(list);
 	}
-	fi_freeinfo(h);
+	rma__fi.freeinfo(h);
 }
 
 static int ofi_probe(const char **why)
 {
 	pthread_once(&probe_once, probe_run);
-	*why = probe_rc ? "libfabric finds no provider with RMA on "
-			  "reliable-datagram endpoints"
+	*why = probe_rc ? probe_why
 			: "libfabric RMA over a reliable-datagram provider";
 	return probe_rc;
+}
+
+/* A default engine starts ofi only on a NIC provider (efa, verbs; init),
+ * and both need an RDMA device, which the kernel lists here: without one
+ * that is known without loading libfabric (0.2 s with Debian's). */
+static int ofi_probe_default(const char **why)
+{
+	DIR *d = opendir("/sys/class/infiniband");
+	struct dirent *de;
+	bool dev = false;
+
+	while (d && !dev && (de = readdir(d)))
+		dev = de->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	if (!dev) {
+		*why = "no RDMA device, and a default engine starts ofi only on "
+		       "a NIC provider (efa, verbs); name it to use another "
+		       "(ofi:tcp)";
+		return -ENODEV;
+	}
+	return ofi_probe(why);
 }
 
 static const struct rma__topt_desc ofi_options[] = {
@@ -254,7 +283,7 @@ int rma__ofi_ep_open(struct ofi_tr *ot, struct ofi_peer *peer,
 		 * "pid:uid:n": each endpoint needs a name of its own, and one
 		 * no earlier process can hold (a killed one leaves its files,
 		 * and a later process may get its pid). */
-		dup = fi_dupinfo(info);
+		dup = rma__fi.dupinfo(info);
 		if (!dup) {
 			free(oe);
 			return -ENOMEM;
@@ -278,7 +307,7 @@ int rma__ofi_ep_open(struct ofi_tr *ot, struct ofi_peer *peer,
 	    (what = "fi_enable", rc = fi_enable(oe->ep))) {
 		/* A CQ without a wait fd is tried next: no noise for it. */
 		if (!(rc == -FI_ENOSYS && ot->wait_fd))
-			rma__warn("ofi: %s: %s", what, fi_strerror(-rc));
+			rma__warn("ofi: %s: %s", what, rma__fi.strerror(-rc));
 		goto fail;
 	}
 	if (ot->wait_fd) {
@@ -297,12 +326,12 @@ int rma__ofi_ep_open(struct ofi_tr *ot, struct ofi_peer *peer,
 	}
 	oe->watched = ot->wait_fd;
 	if (dup)
-		fi_freeinfo(dup);
+		rma__fi.freeinfo(dup);
 	*out = oe;
 	return 0;
 fail:
 	if (dup)
-		fi_freeinfo(dup);
+		rma__fi.freeinfo(dup);
 	rma__ofi_ep_close(oe);
 	return rma__ofi_err(rc);
 }
@@ -317,9 +346,9 @@ static void tr_free(struct ofi_tr *ot)
 	if (ot->fabric)
 		fi_close(&ot->fabric->fid);
 	if (ot->info)
-		fi_freeinfo(ot->info);
+		rma__fi.freeinfo(ot->info);
 	if (ot->serve_info)
-		fi_freeinfo(ot->serve_info);
+		rma__fi.freeinfo(ot->serve_info);
 	while (ot->free_ctx) {
 		struct ofi_ctx *c = ot->free_ctx;
 		ot->free_ctx = c->next;
@@ -384,7 +413,7 @@ static int ofi_init(struct rma_engine *e, const struct rma__topts *o,
 	if (rc) {
 		if (prov)
 			rma__err("ofi: provider %s offers no RDM endpoint with RMA "
-				 "here (%s)", prov, fi_strerror(-rc));
+				 "here (%s)", prov, rma__fi.strerror(-rc));
 		else if (!rma__topts_named(o))
 			rma__info("ofi: no NIC provider (efa, verbs) here; not started "
 				  "in a default engine (name it, e.g. ofi:tcp)");
@@ -394,7 +423,7 @@ static int ofi_init(struct rma_engine *e, const struct rma__topts *o,
 	if (fi->next) { /* keep the first entry only */
 		struct fi_info *rest = fi->next;
 		fi->next = NULL;
-		fi_freeinfo(rest);
+		rma__fi.freeinfo(rest);
 	}
 	ot->mr_mode = fi->domain_attr->mr_mode;
 	ot->key_size = fi->domain_attr->mr_key_size;
@@ -408,14 +437,14 @@ static int ofi_init(struct rma_engine *e, const struct rma__topts *o,
 		ot->max_msg = fi->ep_attr->max_msg_size;
 	snprintf(ot->prov_name, sizeof ot->prov_name, "%s", fi->fabric_attr->prov_name);
 	snprintf(ot->fabric_name, sizeof ot->fabric_name, "%s", fi->fabric_attr->name);
-	if ((rc = fi_fabric(fi->fabric_attr, &ot->fabric, NULL)) ||
+	if ((rc = rma__fi.fabric(fi->fabric_attr, &ot->fabric, NULL)) ||
 	    (rc = fi_domain(ot->fabric, fi, &ot->domain, NULL))) {
 		rc = rma__ofi_err(rc);
 		goto fail;
 	}
 	/* Serving endpoints post nothing and take no messages: small queues
 	 * keep each (one per peer) from holding megabytes of receive buffers. */
-	ot->serve_info = fi_dupinfo(fi);
+	ot->serve_info = rma__fi.dupinfo(fi);
 	if (ot->serve_info) {
 		ot->serve_info->rx_attr->size = RMA_MIN(fi->rx_attr->size, 64);
 		ot->serve_info->tx_attr->size = RMA_MIN(fi->tx_attr->size, 64);
@@ -695,6 +724,7 @@ const struct rma__transport_ops rma__ofi_ops = {
 	.wire_id = 3,
 	.options = ofi_options,
 	.probe = ofi_probe,
+	.probe_default = ofi_probe_default,
 	.init = ofi_init,
 	.fini = ofi_fini,
 	.mem_reg = rma__ofi_mem_reg,

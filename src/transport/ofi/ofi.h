@@ -12,6 +12,7 @@
  *            of an owner's blob for a plain initiator
  *   rawkey.c FI_MR_RAW keys (their record, reading, mapping, unmapping)
  *            and the initiator's table of grant keys per peer
+ *   lib.c    libfabric itself, loaded at the first probe (never linked)
  *   stub.c   built instead of the others when libfabric is missing
  * Nothing here leaves the transport; the core sees only rma__ofi_ops.
  */
@@ -201,6 +202,22 @@ int rma__ofi_ep_open(struct ofi_tr *ot, struct ofi_peer *peer,
 		     struct ofi_ep **out);
 void rma__ofi_ep_close(struct ofi_ep *oe);
 int rma__ofi_err(int fi_rc); /* a libfabric error as -errno */
+
+/* lib.c: libfabric's own symbols, bound by rma__fi_load (ofi's probe;
+ * everything else runs after it).  fi_allocinfo() is dupinfo(NULL). */
+struct rma__fi {
+	int (*getinfo)(uint32_t version, const char *node, const char *service,
+		       uint64_t flags, const struct fi_info *hints,
+		       struct fi_info **info);
+	void (*freeinfo)(struct fi_info *info);
+	struct fi_info *(*dupinfo)(const struct fi_info *info);
+	int (*fabric)(struct fi_fabric_attr *attr, struct fid_fabric **fabric,
+		      void *context);
+	const char *(*strerror)(int errnum);
+};
+extern struct rma__fi rma__fi;
+extern const char *rma__fi_soname; /* dlopen'ed; tests may point it elsewhere */
+int rma__fi_load(const char **why); /* 0, or -EOPNOTSUPP and why */
 bool rma__ofi_prov_known(const char *opt); /* tcp, sockets, shm, efa, verbs */
 
 /* mr.c */

@@ -88,7 +88,7 @@ static int owner_insert(struct ofi_peer *pe)
 	int rc = fi_av_insert(pe->oe->av, pe->addr, 1, &pe->fa, 0, NULL);
 	if (rc == 1)
 		return 0;
-	rma__warn("ofi: fi_av_insert: %s", rc < 0 ? fi_strerror(-rc)
+	rma__warn("ofi: fi_av_insert: %s", rc < 0 ? rma__fi.strerror(-rc)
 						 : "address refused");
 	return rc < 0 ? rma__ofi_err(rc) : -EHOSTUNREACH;
 }
@@ -218,7 +218,7 @@ int rma__ofi_cq_drain(struct ofi_ep *oe)
 				res = chunk_err(ee.op_context, res);
 			}
 			rma__info("ofi: %s: transfer failed: %s (%d), provider: %s (%d)",
-				  oe->ot->base.spec, fi_strerror(ee.err), ee.err,
+				  oe->ot->base.spec, rma__fi.strerror(ee.err), ee.err,
 				  why ? why : "", ee.prov_errno);
 			/* A broken connection, or a refusal on tcp;ofi_rxm (which
 			 * drops the connection then and takes seconds to make a
@@ -234,7 +234,7 @@ int rma__ofi_cq_drain(struct ofi_ep *oe)
 		}
 		if (n != -FI_EAGAIN)
 			rma__warn("ofi: %s: completion queue: %s", oe->ot->base.spec,
-				  fi_strerror((int)-n));
+				  rma__fi.strerror((int)-n));
 		break;
 	}
 	if (taken) {
@@ -555,7 +555,7 @@ int rma__ofi_post(struct rma__peer *p, const struct rma__xfer *x)
 		reset_soon(pe);
 		return -EAGAIN;
 	}
-	rma__warn("ofi: %s: post: %s", ot->base.spec, fi_strerror((int)-rc));
+	rma__warn("ofi: %s: post: %s", ot->base.spec, rma__fi.strerror((int)-rc));
 	return err;
 }
 

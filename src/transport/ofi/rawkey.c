@@ -70,7 +70,7 @@ int rma__ofi_raw_read(struct fid_mr *mr, uint64_t addr, uint8_t **bytes,
 		return -EMSGSIZE;
 	}
 	if (rc) {
-		rma__warn("ofi: fi_mr_raw_attr: %s", fi_strerror(-rc));
+		rma__warn("ofi: fi_mr_raw_attr: %s", rma__fi.strerror(-rc));
 		return rma__ofi_err(rc);
 	}
 	if (!n)
@@ -100,7 +100,7 @@ int rma__ofi_map_new(struct fid_domain *d, const struct ofi_rawkey *k,
 	rc = fi_mr_map_raw(d, k->base, buf, k->len, &m->key, 0);
 	if (rc) {
 		rma__warn("ofi: fi_mr_map_raw of a %zu-byte key: %s", k->len,
-			  fi_strerror(-rc));
+			  rma__fi.strerror(-rc));
 		free(m);
 		return rma__ofi_err(rc);
 	}
@@ -112,7 +112,7 @@ static void unmap(struct fid_domain *d, struct ofi_map *m)
 {
 	int rc = fi_mr_unmap_key(d, m->key);
 	if (rc)
-		rma__warn("ofi: fi_mr_unmap_key: %s", fi_strerror(-rc));
+		rma__warn("ofi: fi_mr_unmap_key: %s", rma__fi.strerror(-rc));
 	free(m);
 }
 
