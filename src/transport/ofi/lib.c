@@ -51,17 +51,13 @@ static void load(void)
 			 "install libfabric1)", dlerror());
 		return;
 	}
-	f.getinfo = (int (*)(uint32_t, const char *, const char *, uint64_t,
-			     const struct fi_info *, struct fi_info **))
-		sym(h, "fi_getinfo", RMA_FI_VER_GETINFO);
-	f.freeinfo = (void (*)(struct fi_info *))
-		sym(h, "fi_freeinfo", RMA_FI_VER_FREEINFO);
-	f.dupinfo = (struct fi_info * (*)(const struct fi_info *))
-		sym(h, "fi_dupinfo", RMA_FI_VER_DUPINFO);
-	f.fabric = (int (*)(struct fi_fabric_attr *, struct fid_fabric **,
-			    void *))sym(h, "fi_fabric", RMA_FI_VER_FABRIC);
-	f.strerror = (const char *(*)(int))
-		sym(h, "fi_strerror", RMA_FI_VER_STRERROR);
+#define BIND(x, ver) f.x = (__typeof__(f.x))sym(h, "fi_" #x, ver)
+	BIND(getinfo, RMA_FI_VER_GETINFO);
+	BIND(freeinfo, RMA_FI_VER_FREEINFO);
+	BIND(dupinfo, RMA_FI_VER_DUPINFO);
+	BIND(fabric, RMA_FI_VER_FABRIC);
+	BIND(strerror, RMA_FI_VER_STRERROR);
+#undef BIND
 	if (why[0]) {
 		dlclose(h);
 		return;
