@@ -2,7 +2,10 @@
  * Every tcp connection, the initiator's and the one the target accepted,
  * carries rma's socket options (no Nagle, keepalive probes, a user
  * timeout), though the target sets them once on its listener and relies
- * on the sockets it accepts inheriting them.
+ * on the sockets it accepts inheriting them.  The initiator raises
+ * SO_RCVLOWAT deep in a large reply (conn.c, rx_lowat) and must leave it
+ * at 1 after: a small reply that follows a large one completes at once,
+ * and every dialed socket's mark is 1 again.
  */
 #include <dirent.h>
 #include <netinet/in.h>
@@ -48,8 +51,8 @@ static void check_tuned(int fd, const char *side)
 
 int main(void)
 {
-	static char tb[4096], ib[4096];
-	rma_region *tr, *ir;
+	static char tb[4096], ib[4096], big_t[4 << 20], big_i[4 << 20];
+	rma_region *tr, *ir, *btr, *bir;
 
 	test_watchdog(60);
 	rma_engine *t = test_tcp_engine((struct rma_config){.stripes = 2});
@@ -58,6 +61,15 @@ int main(void)
 	CHECK_RC(rma_region_register(e, ib, sizeof ib, 0, &ir), 0);
 	rma_remote *rem = test_remote_of(tr);
 	CHECK_RC(rma_read_into(e, ir, rem, 5000), (int64_t)sizeof ib);
+	CHECK_RC(rma_region_register(t, big_t, sizeof big_t, RMA_ACCESS_REMOTE_RW,
+				     &btr), 0);
+	CHECK_RC(rma_region_register(e, big_i, sizeof big_i, 0, &bir), 0);
+	rma_remote *big = test_remote_of(btr);
+	for (int i = 0; i < 3; i++) { /* 1 MiB replies on both stripes */
+		CHECK_RC(rma_read_into(e, bir, big, 5000), (int64_t)sizeof big_i);
+		CHECK_RC(rma_read_into(e, ir, rem, 1000), (int64_t)sizeof ib);
+	}
+	rma_remote_free(big);
 
 	/* The target's listening port, from its advertisement (tcp: family,
 	 * port, address); the connections it accepted share that local port. */
@@ -77,6 +89,9 @@ int main(void)
 			continue; /* a listener, or not connected */
 		bool server = port_of(fd, false) == lport;
 		check_tuned(fd, server ? "accepted" : "dialed");
+		CHECKF(opt(fd, SOL_SOCKET, SO_RCVLOWAT) == 1, "%s: SO_RCVLOWAT %d",
+		       server ? "accepted" : "dialed",
+		       opt(fd, SOL_SOCKET, SO_RCVLOWAT));
 		served += server;
 		dialed += !server;
 	}

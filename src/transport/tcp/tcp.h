@@ -39,6 +39,7 @@
 #define IOV_BATCH 64
 #define DIRECT_PAYLOAD_MAX (64u << 10) /* direct tries: not with more to come */
 #define READ_AHEAD_MAX (64u << 10) /* payloads read with the next messages */
+#define RX_LOWAT (128u << 10)      /* initiator deep in a reply: bytes per wake-up */
 #define STRIPE_SMALL 16384u      /* chunks up to this size fill one connection */
 #define STRIPE_FILL (64u << 10) /* up to this many unsent bytes */
 #define ACCEPT_BATCH 32            /* connections accepted per wake-up */
@@ -83,6 +84,7 @@ struct conn {
 				   * limits (admit.h) */
 	int64_t last_active;   /* target: last byte in or out, ns */
 	bool bigbuf;           /* holds SOCKBUF buffers */
+	int lowat;             /* SO_RCVLOWAT as last set (1: the kernel's) */
 
 	/* rx */
 	uint8_t rx[RXBUF];
