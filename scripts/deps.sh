@@ -4,15 +4,15 @@
 # Checks with dpkg-query; installs what is missing when run as root,
 # otherwise prints the exact command to run and exits 1.
 #   scripts/deps.sh          check (and install as root)
+#   scripts/deps.sh --bench  the same, with what bench/compare adds
 #   scripts/deps.sh --list   print the package list and exit
 set -euo pipefail
 
 # The one list.  clang + libclang-rt-14-dev: libFuzzer and sanitizer
 # runtimes for the fuzz build; iperf3: bench/compare.sh; libcmocka-dev: unit
 # tests that wrap library calls; libfabric-dev: the ofi transport (built when
-# pkg-config finds it).
-# tests that wrap library calls; libibverbs-dev: the verbs transport (built
-# when found); ibverbs-providers: the NIC drivers libibverbs loads at run time.
+# pkg-config finds it); libibverbs-dev: the verbs transport (built when
+# found); ibverbs-providers: the NIC drivers libibverbs loads at run time.
 PACKAGES=(
 	build-essential
 	cmake
@@ -27,6 +27,18 @@ PACKAGES=(
 	ibverbs-providers
 	valgrind
 )
+
+# bench/compare's systems and plots besides: UCX's UCP library and headers
+# (bench/ucx_rma.c), gnuplot (the PNG plots).
+BENCH_PACKAGES=(
+	libucx-dev
+	gnuplot-nox
+)
+
+if [[ "${1:-}" == "--bench" ]]; then
+	PACKAGES+=("${BENCH_PACKAGES[@]}")
+	shift
+fi
 
 if [[ "${1:-}" == "--list" ]]; then
 	printf '%s\n' "${PACKAGES[@]}"
