@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "transport/ofi/ofi.h"
@@ -39,8 +40,67 @@ static void *sym(void *h, const char *name, const char *ver)
 	return p;
 }
 
+/* The threads of this process (/proc/self/status), or -1. */
+static int threads(void)
+{
+	FILE *f = fopen("/proc/self/status", "re");
+	char line[128];
+	int n = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "Threads: %d", &n) == 1)
+			break;
+	fclose(f);
+	return n;
+}
+
+/*
+ * tcp;ofi_rxm gives each endpoint a shared receive context with 4096
+ * eager-message buffers of 16 KiB posted at fi_enable, from pools grown
+ * 1024 at a time: about 70 MB per endpoint, zeroed there (tens of
+ * milliseconds), connected or not.  rma sends no messages.  Without the
+ * shared context (FI_OFI_RXM_USE_SRX=0) each connection posts 128 of its
+ * own, one 17 MB pool for an endpoint's first, and an endpoint without
+ * connections (a serving one not yet used) holds none.  Smaller buffers
+ * (FI_OFI_RXM_BUFFER_SIZE) would save more, but rxm peers refuse to
+ * connect unless their eager limits match, which follow that size (on
+ * tcp unless FI_OFI_RXM_EAGER_LIMIT is set too; on verbs always).  The provider reads the variable from the environment only,
+ * when it initialises (our first fi_getinfo), so it is set here, where
+ * that is safe and surprises nobody: it is unset, libfabric is not yet in
+ * the process (else the program may use it for its own messages), and no
+ * other thread runs (setenv may free the array a concurrent getenv
+ * reads).  Children the program starts later inherit it, as any variable.
+ */
+#define RXM_ENV "FI_OFI_RXM_USE_SRX"
+#define RXM_VALUE "0"
+
+static void rxm_buffers(void)
+{
+	const char *skip = NULL;
+	void *h;
+
+	if (getenv(RXM_ENV))
+		return;
+	if ((h = dlopen(rma__fi_soname, RTLD_NOW | RTLD_NOLOAD))) {
+		dlclose(h);
+		skip = "the program loaded libfabric itself";
+	} else if (threads() != 1) {
+		skip = "other threads run";
+	} else if (setenv(RXM_ENV, RXM_VALUE, 0)) {
+		skip = strerror(errno);
+	}
+	if (skip)
+		rma__info("ofi: %s left unset (%s): each ofi:tcp endpoint "
+			  "then holds about 70 MB of message buffers rma does "
+			  "not use; %s=%s before the first engine saves most",
+			  RXM_ENV, skip, RXM_ENV, RXM_VALUE);
+}
+
 static void load(void)
 {
+	rxm_buffers();
 	/* RTLD_LOCAL: nothing of it leaks into the program's namespace.
 	 * Never closed: providers start threads and register handlers. */
 	void *h = dlopen(rma__fi_soname, RTLD_NOW | RTLD_LOCAL);

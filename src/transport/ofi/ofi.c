@@ -442,8 +442,8 @@ static int ofi_init(struct rma_engine *e, const struct rma__topts *o,
 		rc = rma__ofi_err(rc);
 		goto fail;
 	}
-	/* Serving endpoints post nothing and take no messages: small queues
-	 * keep each (one per peer) from holding megabytes of receive buffers. */
+	/* Serving endpoints post nothing and take no messages: small queues.
+	 * (rxm's message buffers do not follow these sizes: lib.c.) */
 	ot->serve_info = rma__fi.dupinfo(fi);
 	if (ot->serve_info) {
 		ot->serve_info->rx_attr->size = RMA_MIN(fi->rx_attr->size, 64);
