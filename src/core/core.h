@@ -196,6 +196,7 @@ struct rma_engine {
 	void *cb_arg;
 	int cq_fd;     /* eventfd, readable while completions wait */
 	bool cq_fd_used; /* rma_completion_fd was called: keep cq_fd true */
+	bool cq_fd_set;  /* cq_fd holds a count (is readable) */
 	struct rma__watch cq_watch; /* manual mode: cq_fd in the epoll set */
 	pthread_cond_t done_cv; /* batch waiters */
 
@@ -260,6 +261,7 @@ void rma__regcache_fini(struct rma_engine *e);
 /* cq.c */
 void rma__cq_push(struct rma_engine *e, uint64_t user_data, int64_t res,
 		  unsigned flags, uint32_t crc);
+void rma__cq_signal(struct rma_engine *e);
 uint32_t rma__cq_take(struct rma_engine *e, struct rma_completion *out,
 		      uint32_t max);
 int rma__cq_init(struct rma_engine *e);

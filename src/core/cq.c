@@ -2,10 +2,16 @@
  * cq.c - the completion queue: a ring of cq_depth records that every post
  * reserves a slot in, and the file descriptor that tells of it.
  *
- * cq_fd is an eventfd, written when the ring goes from empty to non-empty
- * and drained when it empties, but only once someone may be watching it
- * (rma_completion_fd was called): a program that polls the queue pays no
- * system call per completion.  With a progress thread it is the completion
+ * cq_fd is an eventfd, written when completions wait and it is not yet
+ * readable, and drained when the ring empties, but only once someone may
+ * be watching it (rma_completion_fd was called): a program that polls the
+ * queue pays no system call per completion.  Nor does one that polls for
+ * now and sleeps on the fd later: while an rma_poll caller's lease is
+ * current it takes the completions itself, so the fd is written when it
+ * arms (rma_arm) or, if it sleeps without arming, when the lease lapses
+ * (the progress thread then looks).  With completions coming one by one,
+ * a write and a read per completion were two of the eight system calls of
+ * a 64 KiB read over ofi:tcp.  With a progress thread it is the completion
  * fd itself.  In manual mode the completion fd is the epoll set, which
  * holds cq_fd (edge-triggered) and the timer fd, so it becomes readable for
  * completions made anywhere, inside rma_post included, and when a deadline
@@ -51,12 +57,24 @@ void rma__cq_push(struct rma_engine *e, uint64_t user_data, int64_t res,
 	e->cq[tail].flags = flags;
 	/* Stored atomically: rma_poll peeks at it without the lock. */
 	__atomic_store_n(&e->cq_count, n + 1, __ATOMIC_RELEASE);
-	if (n == 0 && e->cq_fd_used) {
-		uint64_t one = 1;
-		if (write(e->cq_fd, &one, sizeof one) < 0) {
-			/* cannot fail short of a counter overflow */
-		}
+	/* A poller with a current lease takes it; rma_arm or the thread
+	 * (at the lease's end) writes the fd for what it left. */
+	if (e->cq_fd_used && !e->cq_fd_set &&
+	    !(e->has_thread && __atomic_load_n(&e->poll_lease, __ATOMIC_RELAXED) >
+			       rma__now_ns()))
+		rma__cq_signal(e);
+}
+
+/* Make cq_fd readable for the completions that wait (lock held). */
+void rma__cq_signal(struct rma_engine *e)
+{
+	uint64_t one = 1;
+	if (!e->cq_fd_used || e->cq_fd_set || !e->cq_count)
+		return;
+	if (write(e->cq_fd, &one, sizeof one) < 0) {
+		/* cannot fail short of a counter overflow */
 	}
+	e->cq_fd_set = true;
 }
 
 /* Take up to max completions from the queue (lock held). */
@@ -72,7 +90,8 @@ uint32_t rma__cq_take(struct rma_engine *e, struct rma_completion *out,
 	}
 	e->cq_reserved -= n;
 	__atomic_store_n(&e->cq_count, count, __ATOMIC_RELEASE);
-	if (n && !count && e->cq_fd_used) {
+	if (n && !count && e->cq_fd_set) {
+		e->cq_fd_set = false;
 		uint64_t v;
 		if (read(e->cq_fd, &v, sizeof v) < 0) {
 			/* already drained */
@@ -132,9 +151,14 @@ RMA_EXPORT int rma_arm(rma_engine *e)
 	if (__atomic_load_n(&e->cq_count, __ATOMIC_ACQUIRE))
 		return -EAGAIN;
 	/* The caller is about to sleep: the thread drives from now on.  A
-	 * completion added after the check makes the fd readable. */
+	 * completion added after the lease ends makes the fd readable; one
+	 * added during it (a push under the lock that still saw the lease)
+	 * is signalled here, under the lock. */
 	if (__atomic_exchange_n(&e->poll_lease, 0, __ATOMIC_RELAXED) > rma__now_ns())
 		rma__unpark(e);
+	pthread_mutex_lock(&e->mu);
+	rma__cq_signal(e);
+	pthread_mutex_unlock(&e->mu);
 	return 0;
 }
 
@@ -146,10 +170,7 @@ RMA_EXPORT int rma_completion_fd(rma_engine *e)
 	if (!e->cq_fd_used) {
 		/* From now on the fd tells; say so for what already waits. */
 		e->cq_fd_used = true;
-		uint64_t one = 1;
-		if (e->cq_count && write(e->cq_fd, &one, sizeof one) < 0) {
-			/* cannot fail short of a counter overflow */
-		}
+		rma__cq_signal(e);
 	}
 	pthread_mutex_unlock(&e->mu);
 	return (e->flags & RMA_ENGINE_MANUAL_PROGRESS) ? e->epfd : e->cq_fd;

@@ -344,8 +344,11 @@ static void *thread_main(void *arg)
 			park(e);
 			pthread_mutex_lock(&e->mu);
 			/* Back on duty: sleep in epoll rather than spin, so a
-			 * caller about to wait again keeps the cores. */
+			 * caller about to wait again keeps the cores.  A poller
+			 * whose lease lapsed without rma_arm may sleep on the
+			 * completion fd: make it tell of what waits (cq.c). */
 			e->last_activity = 0;
+			rma__cq_signal(e);
 			continue;
 		}
 		int timeout = sleep_ms(e);

@@ -5,7 +5,8 @@
  * over again: a deadline still fires while the caller sleeps on the
  * completion fd.  The lease (poll_lease_us) holds the thread aside while
  * the caller is away, rma_arm hands progress back at once, and RMA_NONE
- * leaves all progress to the thread.
+ * leaves all progress to the thread.  Completions made under a lease do
+ * not write the fd until the caller arms or the lease lapses.
  */
 #include <errno.h>
 #include <poll.h>
@@ -95,7 +96,41 @@ int main(void)
 	rma_region_release(l);
 	rma_engine_destroy(e);
 
-	/* 4. RMA_NONE: rma_poll only takes completions; the thread drives. */
+	/* 4. A completion made while a poller's lease holds does not write
+	 * the fd (the poller takes it: no system call per completion), yet
+	 * one who then sleeps on the fd without rma_arm is told when the
+	 * lease lapses. */
+	cfg.poll_lease_us = 300000;
+	CHECK_RC(rma_engine_create(&cfg, &e), 0);
+	CHECK_RC(rma_region_register(e, buf, 4096, RMA_ACCESS_REMOTE_RW, &l), 0);
+	r = fake_remote(l, 0, 4096);
+	p.fd = rma_completion_fd(e);
+	op.local = l;
+	op.remote = r;
+	for (int round = 0; round < 2; round++) {
+		CHECK_RC(rma_post(e, &op, 1, 20, NULL), 1);
+		t0 = test_now_ms();
+		while (test_now_ms() - t0 < 100) /* the deadline fires here */
+			CHECK_EQ(rma_poll(e, NULL, 0), 0);
+		CHECKF(poll(&p, 1, 0) == 0, "round %d: the fd was written for a "
+		       "completion made under the lease", round);
+		if (round == 0) {
+			t0 = test_now_ms();
+			n = poll(&p, 1, 5000);
+			CHECKF(n == 1, "no word %lld ms after the last poll (the "
+			       "lease ends in 300 ms)", (long long)(test_now_ms() - t0));
+		} else {
+			CHECK_RC(rma_arm(e), -EAGAIN); /* it waits: take it */
+		}
+		CHECK_EQ(rma_poll(e, &c, 1), 1);
+		CHECK_RC(c.result, -ETIMEDOUT);
+		CHECK_EQ(poll(&p, 1, 0), 0); /* drained with the queue */
+	}
+	rma_remote_free(r);
+	rma_region_release(l);
+	rma_engine_destroy(e);
+
+	/* 5. RMA_NONE: rma_poll only takes completions; the thread drives. */
 	cfg.poll_lease_us = RMA_NONE;
 	CHECK_RC(rma_engine_create(&cfg, &e), 0);
 	fake.progress_on_mark = 0;
