@@ -66,8 +66,9 @@ static int threads(void)
  * connections (a serving one not yet used) holds none.  Smaller buffers
  * (FI_OFI_RXM_BUFFER_SIZE) would save more, but rxm peers refuse to
  * connect unless their eager limits match, which follow that size (on
- * tcp unless FI_OFI_RXM_EAGER_LIMIT is set too; on verbs always).  The provider reads the variable from the environment only,
- * when it initialises (our first fi_getinfo), so it is set here, where
+ * tcp unless FI_OFI_RXM_EAGER_LIMIT is set too; on verbs always).  The
+ * provider reads the variable from the environment only, when it
+ * initialises (our first fi_getinfo), so it is set here, where
  * that is safe and surprises nobody: it is unset, libfabric is not yet in
  * the process (else the program may use it for its own messages), and no
  * other thread runs (setenv may free the array a concurrent getenv
