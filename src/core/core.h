@@ -222,7 +222,8 @@ struct rma_engine {
 	int pollers;             /* threads between epoll_wait and handling */
 	struct rma__watch *hot;  /* the direct watch that last found work */
 	bool hot_queue;          /* it has no fd: a queue its transport polls */
-	unsigned spins;          /* spinning rounds, for the epoll_wait of each 4th */
+	unsigned spins;          /* spinning rounds, for the epoll_wait of each Nth */
+	unsigned hot_runs;       /* epoll rounds in a row whose work was all the hot watch's */
 	struct rma__watch *grave; /* retired watches awaiting release */
 };
 

@@ -20,7 +20,9 @@
 
 #define PARK_NS 1000000      /* a parked thread's first look */
 #define PARK_MAX_NS 10000000 /* the longest it sleeps without a look */
-#define SPIN_EPOLL 4         /* a spinning round asks epoll this often */
+#define SPIN_EPOLL 4         /* a spinning round asks epoll this often, */
+#define SPIN_EPOLL_ONE 16    /* or this often while one watch has all the work */
+#define ONE_RUNS 4           /* epoll rounds in a row that say so */
 #define SPIN_YIELD 4         /* an idle spinning round yields this often */
 
 int rma__watch_add(struct rma_engine *e, struct rma__watch *w, uint32_t events)
@@ -133,7 +135,9 @@ void rma__wake(struct rma_engine *e)
  * epoll_wait and the read are two, and an empty one costs what an empty
  * epoll_wait does.  Every SPIN_EPOLL-th spinning round, and every round
  * without a hot watch, asks epoll, so other fds wait a few microseconds at
- * most.  The rounds of rma_poll and rma_progress try only a queue
+ * most; every SPIN_EPOLL_ONE-th while epoll keeps finding work only on the
+ * hot watch (one peer), since each empty epoll_wait delays that peer's
+ * next request.  The rounds of rma_poll and rma_progress try only a queue
  * (RMA__TRY_QUEUE: ofi's completion queue, which every round reads
  * anyway, so epoll is the round's only extra system call); a socket waits
  * for epoll there: those rounds run between a caller's posts, and reading
@@ -145,9 +149,11 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms, int try)
 	struct epoll_event ev[64];
 	int n = 0, active = 0, err = 0;
 
+	unsigned every = __atomic_load_n(&e->hot_runs, __ATOMIC_RELAXED) >= ONE_RUNS
+				 ? SPIN_EPOLL_ONE : SPIN_EPOLL;
 	if (try && !timeout_ms && __atomic_load_n(&e->hot, __ATOMIC_RELAXED) &&
 	    (try == RMA__TRY_ANY || __atomic_load_n(&e->hot_queue, __ATOMIC_RELAXED)) &&
-	    __atomic_add_fetch(&e->spins, 1, __ATOMIC_RELAXED) % SPIN_EPOLL) {
+	    __atomic_add_fetch(&e->spins, 1, __ATOMIC_RELAXED) % every) {
 		pthread_mutex_lock(&e->mu);
 		struct rma__watch *w = e->hot;
 		if (w && w->direct && (try == RMA__TRY_ANY || w->fd < 0)) {
@@ -164,6 +170,8 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms, int try)
 		err = errno;
 		pthread_mutex_lock(&e->mu);
 		__atomic_sub_fetch(&e->pollers, 1, __ATOMIC_SEQ_CST);
+		struct rma__watch *was = e->hot;
+		bool other = false;
 		for (int i = 0; i < n; i++) {
 			struct rma__watch *w = ev[i].data.ptr;
 			if (!w->retired) {
@@ -171,11 +179,18 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms, int try)
 				w->cb(w, ev[i].events);
 				if (!w->quiet) {
 					active++;
+					other |= w->direct && w != was;
 					if (w->direct && !w->retired)
 						set_hot(e, w);
 				}
 			}
 		}
+		/* Work on another connection (requests from several peers):
+		 * ask epoll often again, so none waits behind the hot one. */
+		if (active)
+			__atomic_store_n(&e->hot_runs,
+					 other ? 0 : RMA_MIN(e->hot_runs + 1, ONE_RUNS),
+					 __ATOMIC_RELAXED);
 	}
 	/* Completions the hooks found (queues a transport polls) are work
 	 * too: a caller in rma_poll must not yield after them, and a thread
