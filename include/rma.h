@@ -302,7 +302,7 @@ int rma_poll(rma_engine *e, struct rma_completion *out, size_t max);
  * to other work) after rma_poll.  Returns -EAGAIN if completions wait
  * (take them first), else 0: the progress thread drives from now on.  A
  * caller that sleeps without it still gets its completions, but up to
- * poll_lease_us late. */
+ * poll_lease_us late (10 ms after a long run of polls). */
 int rma_arm(rma_engine *e);
 
 /* Drive progress once, waiting up to timeout_ms for activity; returns the

@@ -6,14 +6,48 @@
  * completion fd.  The lease (poll_lease_us) holds the thread aside while
  * the caller is away, rma_arm hands progress back at once, and RMA_NONE
  * leaves all progress to the thread.  Completions made under a lease do
- * not write the fd until the caller arms or the lease lapses.
+ * not write the fd until the caller arms or the lease lapses.  While a
+ * caller keeps polling, the parked thread looks ever less often.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "fake_transport.h"
 #include "testlib.h"
+
+/* Voluntary context switches of this process's other threads (the
+ * progress thread): each is a sleep, so a look of a parked thread. */
+static long others_switches(void)
+{
+	char path[300], line[128];
+	long sum = 0;
+	pid_t self = (pid_t)syscall(SYS_gettid);
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+
+	if (!d)
+		return -1;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.' || atoi(de->d_name) == self)
+			continue;
+		snprintf(path, sizeof path, "/proc/self/task/%s/status", de->d_name);
+		FILE *f = fopen(path, "r");
+		while (f && fgets(line, sizeof line, f))
+			if (!strncmp(line, "voluntary_ctxt_switches:", 24))
+				sum += atol(line + 24);
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+	return sum;
+}
 
 int main(void)
 {
@@ -130,7 +164,39 @@ int main(void)
 	rma_region_release(l);
 	rma_engine_destroy(e);
 
-	/* 5. RMA_NONE: rma_poll only takes completions; the thread drives. */
+	/* 5. A caller that keeps polling: the parked thread looks at the end
+	 * of the (1 ms) lease, then ever less often, not every lease (each
+	 * look preempts a spinning thread); once the caller stops, without
+	 * rma_arm, the thread still takes over and runs the deadline. */
+	cfg.poll_lease_us = 1000;
+	CHECK_RC(rma_engine_create(&cfg, &e), 0);
+	CHECK_RC(rma_region_register(e, buf, 4096, RMA_ACCESS_REMOTE_RW, &l), 0);
+	r = fake_remote(l, 0, 4096);
+	p.fd = rma_completion_fd(e);
+	op.local = l;
+	op.remote = r;
+	/* The lease first: the post's deadline then wakes the thread from
+	 * its sleep, and it parks. */
+	CHECK_EQ(rma_poll(e, &c, 1), 0);
+	CHECK_RC(rma_post(e, &op, 1, 500, NULL), 1);
+	long before = others_switches();
+	t0 = test_now_ms();
+	while (test_now_ms() - t0 < 300)
+		CHECK_EQ(rma_poll(e, &c, 1), 0);
+	long looks = others_switches() - before;
+	CHECKF(looks >= 0 && looks < 100, "the parked thread woke %ld times in "
+	       "300 ms of polling with a 1 ms lease", looks);
+	t0 = test_now_ms();
+	n = poll(&p, 1, 5000);
+	CHECKF(n == 1, "no completion %lld ms after the last poll (deadline in "
+	       "200 ms)", (long long)(test_now_ms() - t0));
+	CHECK_EQ(rma_poll(e, &c, 1), 1);
+	CHECK_RC(c.result, -ETIMEDOUT);
+	rma_remote_free(r);
+	rma_region_release(l);
+	rma_engine_destroy(e);
+
+	/* 6. RMA_NONE: rma_poll only takes completions; the thread drives. */
 	cfg.poll_lease_us = RMA_NONE;
 	CHECK_RC(rma_engine_create(&cfg, &e), 0);
 	fake.progress_on_mark = 0;
