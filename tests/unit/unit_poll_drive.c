@@ -49,6 +49,19 @@ static long others_switches(void)
 	return sum;
 }
 
+/* An engine on the fake transport, a region over buf and a remote for it;
+ * returns the completion fd. */
+static int open_engine(const struct rma_config *cfg, char *buf, rma_engine **e,
+		       rma_region **l, rma_remote **r)
+{
+	CHECK_RC(rma_engine_create(cfg, e), 0);
+	CHECK_RC(rma_region_register(*e, buf, 4096, RMA_ACCESS_REMOTE_RW, l), 0);
+	*r = fake_remote(*l, 0, 4096);
+	int fd = rma_completion_fd(*e);
+	CHECK(fd >= 0);
+	return fd;
+}
+
 int main(void)
 {
 	test_watchdog(60);
@@ -100,11 +113,7 @@ int main(void)
 	/* 3. A long lease: while it holds, the thread stays aside (an op's
 	 * deadline needs a progress round to fire), and rma_arm ends it. */
 	cfg.poll_lease_us = 5000000;
-	CHECK_RC(rma_engine_create(&cfg, &e), 0);
-	CHECK_RC(rma_region_register(e, buf, 4096, RMA_ACCESS_REMOTE_RW, &l), 0);
-	r = fake_remote(l, 0, 4096);
-	p.fd = rma_completion_fd(e);
-	CHECK(p.fd >= 0);
+	p.fd = open_engine(&cfg, buf, &e, &l, &r);
 	op.local = l;
 	op.remote = r;
 	CHECK_RC(rma_arm(e), 0); /* nothing waits */
@@ -135,10 +144,7 @@ int main(void)
 	 * one who then sleeps on the fd without rma_arm is told when the
 	 * lease lapses. */
 	cfg.poll_lease_us = 300000;
-	CHECK_RC(rma_engine_create(&cfg, &e), 0);
-	CHECK_RC(rma_region_register(e, buf, 4096, RMA_ACCESS_REMOTE_RW, &l), 0);
-	r = fake_remote(l, 0, 4096);
-	p.fd = rma_completion_fd(e);
+	p.fd = open_engine(&cfg, buf, &e, &l, &r);
 	op.local = l;
 	op.remote = r;
 	for (int round = 0; round < 2; round++) {
@@ -169,10 +175,7 @@ int main(void)
 	 * look preempts a spinning thread); once the caller stops, without
 	 * rma_arm, the thread still takes over and runs the deadline. */
 	cfg.poll_lease_us = 1000;
-	CHECK_RC(rma_engine_create(&cfg, &e), 0);
-	CHECK_RC(rma_region_register(e, buf, 4096, RMA_ACCESS_REMOTE_RW, &l), 0);
-	r = fake_remote(l, 0, 4096);
-	p.fd = rma_completion_fd(e);
+	p.fd = open_engine(&cfg, buf, &e, &l, &r);
 	op.local = l;
 	op.remote = r;
 	/* The lease first: the post's deadline then wakes the thread from
