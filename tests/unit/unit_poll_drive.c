@@ -49,17 +49,26 @@ static long others_switches(void)
 	return sum;
 }
 
-/* An engine on the fake transport, a region over buf and a remote for it;
- * returns the completion fd. */
+/* An engine on the fake transport, a region over buf and a remote for it,
+ * which op then names; returns the completion fd. */
 static int open_engine(const struct rma_config *cfg, char *buf, rma_engine **e,
-		       rma_region **l, rma_remote **r)
+		       rma_region **l, rma_remote **r, struct rma_op *op)
 {
 	CHECK_RC(rma_engine_create(cfg, e), 0);
 	CHECK_RC(rma_region_register(*e, buf, 4096, RMA_ACCESS_REMOTE_RW, l), 0);
 	*r = fake_remote(*l, 0, 4096);
+	op->local = *l;
+	op->remote = *r;
 	int fd = rma_completion_fd(*e);
 	CHECK(fd >= 0);
 	return fd;
+}
+
+static void close_engine(rma_engine *e, rma_region *l, rma_remote *r)
+{
+	rma_remote_free(r);
+	rma_region_release(l);
+	rma_engine_destroy(e);
 }
 
 int main(void)
@@ -72,13 +81,11 @@ int main(void)
 	rma_engine *e;
 	rma_config_init(&cfg);
 	cfg.transports = "fake"; /* with its progress thread */
-	CHECK_RC(rma_engine_create(&cfg, &e), 0);
 	char *buf = test_alloc(4096);
 	rma_region *l;
-	CHECK_RC(rma_region_register(e, buf, 4096, RMA_ACCESS_REMOTE_RW, &l), 0);
-	rma_remote *r = fake_remote(l, 0, 4096);
-	int fd = rma_completion_fd(e);
-	CHECK(fd >= 0);
+	rma_remote *r;
+	struct rma_op op = { .kind = RMA_OP_PUT, .len = 64, .user_data = 7 };
+	int fd = open_engine(&cfg, buf, &e, &l, &r, &op);
 
 	/* 1. Every empty poll runs a round on the calling thread. */
 	struct rma_completion c;
@@ -92,8 +99,6 @@ int main(void)
 
 	/* 2. An op times out while the caller, done polling, sleeps on the
 	 * fd: the progress thread must be back to run the deadline. */
-	struct rma_op op = { .kind = RMA_OP_PUT, .local = l, .remote = r,
-			     .len = 64, .user_data = 7 };
 	CHECK_RC(rma_post(e, &op, 1, 100, NULL), 1);
 	for (int i = 0; i < 100; i++)
 		CHECK_EQ(rma_poll(e, &c, 1), 0); /* renews the lease */
@@ -106,16 +111,12 @@ int main(void)
 	CHECK_EQ(c.user_data, 7);
 	CHECK_RC(c.result, -ETIMEDOUT);
 
-	rma_remote_free(r);
-	rma_region_release(l);
-	rma_engine_destroy(e);
+	close_engine(e, l, r);
 
 	/* 3. A long lease: while it holds, the thread stays aside (an op's
 	 * deadline needs a progress round to fire), and rma_arm ends it. */
 	cfg.poll_lease_us = 5000000;
-	p.fd = open_engine(&cfg, buf, &e, &l, &r);
-	op.local = l;
-	op.remote = r;
+	p.fd = open_engine(&cfg, buf, &e, &l, &r, &op);
 	CHECK_RC(rma_arm(e), 0); /* nothing waits */
 	/* The lease first: the post's deadline then wakes the thread only to
 	 * see it and park. */
@@ -135,18 +136,14 @@ int main(void)
 	CHECK_EQ(c.user_data, 7);
 	CHECK_RC(c.result, -ETIMEDOUT);
 	CHECK_RC(rma_arm(e), 0);
-	rma_remote_free(r);
-	rma_region_release(l);
-	rma_engine_destroy(e);
+	close_engine(e, l, r);
 
 	/* 4. A completion made while a poller's lease holds does not write
 	 * the fd (the poller takes it: no system call per completion), yet
 	 * one who then sleeps on the fd without rma_arm is told when the
 	 * lease lapses. */
 	cfg.poll_lease_us = 300000;
-	p.fd = open_engine(&cfg, buf, &e, &l, &r);
-	op.local = l;
-	op.remote = r;
+	p.fd = open_engine(&cfg, buf, &e, &l, &r, &op);
 	for (int round = 0; round < 2; round++) {
 		CHECK_RC(rma_post(e, &op, 1, 20, NULL), 1);
 		t0 = test_now_ms();
@@ -166,18 +163,14 @@ int main(void)
 		CHECK_RC(c.result, -ETIMEDOUT);
 		CHECK_EQ(poll(&p, 1, 0), 0); /* drained with the queue */
 	}
-	rma_remote_free(r);
-	rma_region_release(l);
-	rma_engine_destroy(e);
+	close_engine(e, l, r);
 
 	/* 5. A caller that keeps polling: the parked thread looks at the end
 	 * of the (1 ms) lease, then ever less often, not every lease (each
 	 * look preempts a spinning thread); once the caller stops, without
 	 * rma_arm, the thread still takes over and runs the deadline. */
 	cfg.poll_lease_us = 1000;
-	p.fd = open_engine(&cfg, buf, &e, &l, &r);
-	op.local = l;
-	op.remote = r;
+	p.fd = open_engine(&cfg, buf, &e, &l, &r, &op);
 	/* The lease first: the post's deadline then wakes the thread from
 	 * its sleep, and it parks. */
 	CHECK_EQ(rma_poll(e, &c, 1), 0);
@@ -195,9 +188,7 @@ int main(void)
 	       "200 ms)", (long long)(test_now_ms() - t0));
 	CHECK_EQ(rma_poll(e, &c, 1), 1);
 	CHECK_RC(c.result, -ETIMEDOUT);
-	rma_remote_free(r);
-	rma_region_release(l);
-	rma_engine_destroy(e);
+	close_engine(e, l, r);
 
 	/* 6. RMA_NONE: rma_poll only takes completions; the thread drives. */
 	cfg.poll_lease_us = RMA_NONE;
