@@ -246,7 +246,7 @@ int rma__ofi_cq_drain(struct ofi_ep *oe)
 		pe->stalled = false;
 		rma__peer_kick(&pe->base);
 	}
-	if (pe && (pe->reset_due || pe->moved))
+	if (pe && pe->reset_due)
 		reset_soon(pe);
 	return taken;
 }
@@ -267,10 +267,8 @@ static void abort_timer(struct rma__timer *tm)
 		rma__ofi_ctl_poll(pe->ctl); /* revocations before the move */
 	/* A broken connection's chunks are the provider's to report first
 	 * (reset_soon): an abort's grace that ends meanwhile waits for them
-	 * too, since a dead op's chunks are reported by the close anyway.
-	 * So are those sent to an endpoint the owner closed (moved): its
-	 * connection is as broken, only not yet seen. */
-	if ((pe->reset_due || pe->moved) && pe->n && rma__now_ns() < pe->reset_by) {
+	 * too, since a dead op's chunks are reported by the close anyway. */
+	if (pe->reset_due && pe->n && rma__now_ns() < pe->reset_by) {
 		rma__timer_arm(pe->ot->e, &pe->abort_tm, pe->reset_by);
 		return;
 	}
@@ -408,9 +406,11 @@ void rma__ofi_peer_moved(struct ofi_peer *pe, const uint8_t *addr, size_t len)
 	memcpy(pe->new_addr, addr, len);
 	pe->new_addr_len = len;
 	pe->moved = true;
-	/* Not here: this may run inside a drain of the endpoint to close.
-	 * Nor before the provider has reported what it holds there
-	 * (reset_soon). */
+	/* The owner closed the endpoint we send to: our connection to it is
+	 * broken, only not yet seen, and is reset as any other (reset_soon).
+	 * Not here: this may run inside a drain of the endpoint to close. */
+	if (pe->oe)
+		pe->reset_due = true;
 	reset_soon(pe);
 }
 
