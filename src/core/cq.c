@@ -58,11 +58,17 @@ void rma__cq_push(struct rma_engine *e, uint64_t user_data, int64_t res,
 	/* Stored atomically: rma_poll peeks at it without the lock. */
 	__atomic_store_n(&e->cq_count, n + 1, __ATOMIC_RELEASE);
 	/* A poller with a current lease takes it; rma_arm or the thread
-	 * (at the lease's end) writes the fd for what it left. */
-	if (e->cq_fd_used && !e->cq_fd_set &&
-	    !(e->has_thread && __atomic_load_n(&e->poll_lease, __ATOMIC_RELAXED) >
+	 * (at the lease's end) writes the fd for what it left.  That thread
+	 * must be parked to look at the lease's end: one asleep in epoll
+	 * since before the lease began (a transport that completes inside
+	 * post wakes no fd of its own) is woken to park. */
+	if (!e->cq_fd_used || e->cq_fd_set)
+		return;
+	if (!(e->has_thread && __atomic_load_n(&e->poll_lease, __ATOMIC_RELAXED) >
 			       rma__now_ns()))
 		rma__cq_signal(e);
+	else
+		rma__wake_sleeper(e);
 }
 
 /* Make cq_fd readable for the completions that wait (lock held). */
