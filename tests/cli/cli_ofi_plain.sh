@@ -2,7 +2,8 @@
 # Interop with plain libfabric (provider tcp), both ways:
 #  - rma put/get name one_target (plain libfabric) by its triple: the put's,
 #    the get's and one_target's final crc32c agree; a get from
-#    `one_target --read` returns its payload;
+#    `one_target --read` returns its payload; rma bench --target takes the
+#    triple and its puts read back equal;
 #  - fi_initiator (plain libfabric) writes and reads `rma target
 #    --transport ofi:tcp` through its `fabric:` line: the target's final
 #    crc32c covers what it wrote;
@@ -126,6 +127,27 @@ stop_target
 [ "$rget" = "$final" ] || fail "get crc $rget != one_target --read's crc $final"
 [ "$rget" != "$zeros" ] || fail "one_target --read served zeros"
 echo "ok: rma get <- one_target --read, crc32c $rget"
+
+# rma bench names a plain target by the triple too (one quoted word):
+# puts read back equal, gets run; usage errors exit 2, a wrong rkey 1.
+start_one --size $SIZE
+set -- $triple
+bench() { "$RMA" bench --sizes 8,4K,64K --iters 100 --warmup 0 "$@"; }
+bench --transport ofi:tcp --target "$*" --op put --verify >"$tmp/bput.out" 2>"$tmp/bput.err" ||
+	fail "bench put --target TRIPLE --verify: status $?: $(cat "$tmp/bput.err")"
+[ "$(grep -c ' ok$' "$tmp/bput.out")" -eq 3 ] ||
+	fail "bench put --verify did not check all 3 sizes: $(cat "$tmp/bput.out")"
+bench --transport ofi:tcp --target "$*" --op get >"$tmp/bget.out" 2>"$tmp/bget.err" ||
+	fail "bench get --target TRIPLE: status $?: $(cat "$tmp/bget.err")"
+want="needs --transport" usage bench --target "$*"
+want="three words" usage bench --transport ofi:tcp --target "$* 0"
+want="bad rkey" usage bench --transport ofi:tcp --target "$1 key $3"
+bench --transport ofi:tcp --target "$1 $(bad_key "$2") $3" --op get --timeout 5s \
+	>"$tmp/bbad.out" 2>"$tmp/bbad.err" && fail "bench with a wrong rkey succeeded"
+grep -q "remote key refused.*check the rkey" "$tmp/bbad.err" ||
+	fail "bench: a wrong rkey was not called a refused key: $(cat "$tmp/bbad.err")"
+stop_target
+echo "ok: rma bench -> one_target by its triple"
 
 # ---- plain initiator -> rma target ----
 fabric_line() {

@@ -61,6 +61,8 @@ struct bench_args {
 	unsigned peers;         /* initiator engines */
 	unsigned regions;       /* regions at the target */
 	const char *token;      /* --target; NULL = start our own */
+	bool fabric;            /* --target is a plain libfabric target's triple */
+	struct tool_fabric fab;
 	bool alloc;             /* our target's buffer from rma_region_alloc */
 	uint64_t span;          /* bytes ops cycle through; 0 = offset 0 only */
 	bool span_set;
@@ -125,7 +127,7 @@ static void usage(FILE *f)
 		"                 [--window N] [--batch N] [--iters N] [--duration TIME]\n"
 		"                 [--warmup TIME] [--verify] [--fill SEED] [--peers N]\n"
 		"                 [--regions N] [--timeout DURATION] [--json]\n"
-		"                 [--manual-progress] [--target TOKEN] [--alloc]\n"
+		"                 [--manual-progress] [--target TOKEN|TRIPLE] [--alloc]\n"
 		"                 [--span BYTES]\n"
 		"                 [--secret-file PATH] [--log LEVEL]\n\n"
 		"For each size: a warm-up, then bandwidth and message rate with --window ops\n"
@@ -167,6 +169,11 @@ static void usage(FILE *f)
 		"                           yielding the CPU after each empty round\n"
 		"      --target TOKEN       use an existing target (its window must hold the\n"
 		"                           largest size and allow the operation)\n"
+		"      --target 'ADDRESS-HEX RKEY REMOTE-ADDR'\n"
+		"                           a plain libfabric target, by the triple it hands\n"
+		"                           out (as rma put/get take it; needs --transport\n"
+		"                           with one spec, e.g. ofi:tcp, and a window that\n"
+		"                           holds the largest size: its fabric checks bounds)\n"
 		"      --alloc              our target's buffer is shared memory from\n"
 		"                           rma_region_alloc (same-host shm peers map it)\n"
 		"      --span BYTES         ops cycle through distinct offsets within the\n"
@@ -371,6 +378,27 @@ static int parse_args(int argc, char **argv, struct bench_args *a)
 	if (a->token && a->regions > 1)
 		return tool_usage_error("bench", "--regions needs the target bench starts "
 					"(not --target)");
+	if (a->token && strpbrk(a->token, " \t")) {
+		/* Tokens have no blanks: three words are a plain target's
+		 * triple, as fi_rma --peer and scripts pass it. */
+		char copy[1024], *w[3], *save = NULL, *t;
+		int n = 0;
+
+		if (strlen(a->token) >= sizeof copy)
+			return tool_usage_error("bench", "--target: too long");
+		strcpy(copy, a->token);
+		for (t = strtok_r(copy, " \t", &save); t && n < 3; t = strtok_r(NULL, " \t", &save))
+			w[n++] = t;
+		if (n != 3 || t)
+			return tool_usage_error("bench", "--target: a TOKEN, or the three words "
+						"ADDRESS-HEX RKEY REMOTE-ADDR");
+		if ((rc = parse_fabric_triple("bench", w, &a->fab)))
+			return rc;
+		if (!a->transports || strchr(a->transports, ','))
+			return tool_usage_error("bench", "a fabric address needs --transport "
+						"with one spec, e.g. ofi:tcp");
+		a->fabric = true;
+	}
 	if (a->token && a->verify && a->kind == RMA_OP_GET && !a->seed_set)
 		return tool_usage_error("bench", "get --verify with --target needs --fill SEED "
 					"(the target's)");
@@ -712,8 +740,9 @@ static unsigned next_op(struct bench *b, uint64_t size, struct rma_op *op,
 
 static int op_failed(const struct bench *b, uint64_t size, int err)
 {
-	return tool_fail("bench", EXIT_RUNTIME, "%s of %" PRIu64 " bytes failed: %s",
-			 op_name(b->a->kind), size, rma_strerror(err));
+	return tool_fail("bench", EXIT_RUNTIME, "%s of %" PRIu64 " bytes failed: %s%s",
+			 op_name(b->a->kind), size, rma_strerror(err),
+			 b->a->fabric ? fabric_hint(err) : "");
 }
 
 /* About to sleep on the completion fds: hand progress back to each
@@ -1105,7 +1134,8 @@ static int check_remote(const struct bench_args *a, const rma_remote *r)
 	unsigned need = a->kind == RMA_OP_PUT ? RMA_ACCESS_REMOTE_WRITE
 					      : RMA_ACCESS_REMOTE_READ;
 
-	if (rma_remote_length(r) < max_size(a))
+	/* A plain target's length is not known here (0): its fabric checks. */
+	if (!a->fabric && rma_remote_length(r) < max_size(a))
 		return tool_fail("bench", EXIT_RUNTIME, "the target's buffer (%" PRIu64
 				 " bytes) is smaller than the largest size %" PRIu64,
 				 rma_remote_length(r), max_size(a));
@@ -1289,10 +1319,15 @@ int cmd_bench(int argc, char **argv)
 		b.remote = calloc(1, sizeof(*b.remote));
 		if (!b.remote)
 			return tool_fail("bench", EXIT_RUNTIME, "out of memory");
-		rc = rma_remote_parse(a.token, &b.remote[0]);
+		if (a.fabric)
+			rc = rma_remote_from_fabric(a.transports, a.fab.addr, a.fab.addr_len,
+						    a.fab.rkey, a.fab.raddr, 0, &b.remote[0]);
+		else
+			rc = rma_remote_parse(a.token, &b.remote[0]);
 		if (rc < 0) {
 			free(b.remote);
-			return tool_fail("bench", EXIT_RUNTIME, "invalid advertisement: %s",
+			return tool_fail("bench", EXIT_RUNTIME, "invalid %s: %s",
+					 a.fabric ? "fabric address" : "advertisement",
 					 rma_strerror(rc));
 		}
 		b.nr = 1;

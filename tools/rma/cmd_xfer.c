@@ -19,9 +19,7 @@ struct xfer_args {
 	const char *token;
 	/* A plain libfabric target's triple, in place of a token. */
 	bool fabric;
-	uint8_t fab_addr[TOOL_FABRIC_ADDR_MAX];
-	size_t fab_addr_len;
-	uint64_t fab_rkey, fab_raddr;
+	struct tool_fabric fab;
 	const char *transports;
 	bool has_size;
 	uint64_t size;
@@ -99,17 +97,10 @@ static void usage(FILE *f, unsigned kind)
 /* ADDRESS-HEX RKEY REMOTE-ADDR of a plain libfabric target. */
 static int parse_triple(struct xfer_args *a, char **w)
 {
-	int n = parse_hex_bytes(w[0], a->fab_addr, sizeof a->fab_addr);
+	int rc = parse_fabric_triple(a->cmd, w, &a->fab);
 
-	if (n < 0)
-		return tool_usage_error(a->cmd, "bad fabric address '%s' (hex digits, an "
-					"even count%s)", w[0], n == -E2BIG ? ", at most 256 bytes" : "");
-	a->fab_addr_len = (size_t)n;
-	if (parse_u64(w[1], &a->fab_rkey) < 0)
-		return tool_usage_error(a->cmd, "bad rkey '%s' (0x hex or decimal)", w[1]);
-	if (parse_u64(w[2], &a->fab_raddr) < 0)
-		return tool_usage_error(a->cmd, "bad remote address '%s' (0x hex or decimal)",
-					w[2]);
+	if (rc)
+		return rc;
 	if (!a->transports || strchr(a->transports, ','))
 		return tool_usage_error(a->cmd, "a fabric address needs --transport with "
 					"one spec, e.g. ofi:tcp");
@@ -292,15 +283,7 @@ static int write_file(const char *path, const void *buf, size_t len)
  */
 static int report_failure(const struct xfer_args *a, int64_t result)
 {
-	/* A plain target's fabric answers a wrong key, or bytes outside its
-	 * registration, by refusing the request or dropping the connection. */
-	const char *hint = "";
-	if (a->fabric && result == -EKEYREJECTED)
-		hint = "; check the rkey, the remote address, and that the bytes "
-		       "lie inside the target's registration";
-	else if (a->fabric && result == -ECONNRESET)
-		hint = "; a plain target's fabric also drops the connection on a "
-		       "wrong rkey or remote address, or bytes outside its registration";
+	const char *hint = a->fabric ? fabric_hint((int)result) : "";
 	return tool_fail(a->cmd, EXIT_RUNTIME, "%s (%" PRIu64 " bytes at offset %"
 			 PRIu64 ")%s", rma_strerror((int)result), a->size, a->offset,
 			 hint);
@@ -380,8 +363,8 @@ static int run(struct xfer_args *a)
 	int rc;
 
 	if (a->fabric) /* the window's length is unknown: 0 */
-		rc = rma_remote_from_fabric(a->transports, a->fab_addr, a->fab_addr_len,
-					    a->fab_rkey, a->fab_raddr, 0, &r);
+		rc = rma_remote_from_fabric(a->transports, a->fab.addr, a->fab.addr_len,
+					    a->fab.rkey, a->fab.raddr, 0, &r);
 	else
 		rc = rma_remote_parse(a->token, &r);
 	if (rc < 0)

@@ -101,6 +101,35 @@ int parse_hex_bytes(const char *s, uint8_t *out, size_t cap)
 	return (int)(n / 2);
 }
 
+int parse_fabric_triple(const char *cmd, char *const w[3], struct tool_fabric *f)
+{
+	int n = parse_hex_bytes(w[0], f->addr, sizeof f->addr);
+
+	if (n < 0)
+		return tool_usage_error(cmd, "bad fabric address '%s' (hex digits, an even "
+					"count%s)", w[0], n == -E2BIG ? ", at most 256 bytes" : "");
+	f->addr_len = (size_t)n;
+	if (parse_u64(w[1], &f->rkey) < 0)
+		return tool_usage_error(cmd, "bad rkey '%s' (0x hex or decimal)", w[1]);
+	if (parse_u64(w[2], &f->raddr) < 0)
+		return tool_usage_error(cmd, "bad remote address '%s' (0x hex or decimal)",
+					w[2]);
+	return 0;
+}
+
+/* A plain target's fabric answers a wrong key, or bytes outside its
+ * registration, by refusing the request or dropping the connection. */
+const char *fabric_hint(int err)
+{
+	if (err == -EKEYREJECTED)
+		return "; check the rkey, the remote address, and that the bytes "
+		       "lie inside the target's registration";
+	if (err == -ECONNRESET)
+		return "; a plain target's fabric also drops the connection on a "
+		       "wrong rkey or remote address, or bytes outside its registration";
+	return "";
+}
+
 /* Shift for a binary suffix letter, or -1 if it is not one. */
 static int suffix_shift(char c)
 {

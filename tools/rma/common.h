@@ -66,6 +66,21 @@ int parse_hex_bytes(const char *s, uint8_t *out, size_t cap);
 /* Most bytes of a fabric address the CLI reads or prints. */
 #define TOOL_FABRIC_ADDR_MAX 256
 
+/* A plain libfabric target's triple: ADDRESS-HEX RKEY REMOTE-ADDR. */
+struct tool_fabric {
+	uint8_t addr[TOOL_FABRIC_ADDR_MAX];
+	size_t addr_len;
+	uint64_t rkey, raddr;
+};
+
+/* Parse the triple's three words; 0, or a usage error's exit code with
+ * the message printed for cmd. */
+int parse_fabric_triple(const char *cmd, char *const w[3], struct tool_fabric *f);
+
+/* What an op's error may mean when a plain target's fabric gave it: a
+ * text to append ("; ..."), or "". */
+const char *fabric_hint(int err);
+
 /* Parse a comma-separated list of sizes; at most `max` entries.  Returns the
  * count or -EINVAL / -ERANGE / -E2BIG. */
 int parse_size_list(const char *s, uint64_t *out, size_t max);
