@@ -3,7 +3,7 @@
  * endpoint) through the same timed loop as `rma bench`.
  *
  *   fi_rma [--transport tcp|shm] [--op put|get] [--sizes LIST] [--window N]
- *          [--duration MS] [--peer 'ADDRESS-HEX RKEY REMOTE-ADDR']
+ *          [--duration MS] [--peer 'ADDRESS-HEX RKEY REMOTE-ADDR' | --serve]
  *
  * --transport is the provider name: "tcp" gives tcp;ofi_rxm on libfabric
  * 1.17, bound to 127.0.0.1.  The passive side registers one buffer for
@@ -24,6 +24,11 @@
  * (its `fabric:` line) or examples/ofi/one_target (its `advertisement:`
  * line): the same initiator against both shows what the target costs.
  * Its buffer must hold the largest size, readable and writable.
+ *
+ * --serve runs the passive side alone: it prints "fabric: ADDRESS-HEX RKEY
+ * REMOTE-ADDR" (for --peer, or `rma bench --transport ofi:tcp --target`)
+ * and serves, busy-polling, until its stdin ends: rma's initiator against
+ * this loop's target shows what the initiator costs.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -266,6 +271,24 @@ static int open_initiator(const struct hx_args *a, int sock, void **out)
 	return 0;
 }
 
+/* --serve: the passive side's triple, as --peer and rma take it. */
+static int advertise(int sock)
+{
+	unsigned char name[NAME_MAX_LEN];
+	uint64_t info[2];
+	uint32_t len;
+	int rc;
+
+	if ((rc = hx_recv(sock, name, sizeof name, &len)) < 0 ||
+	    (rc = hx_recv(sock, info, sizeof info, &len)) < 0)
+		return rc;
+	printf("fabric: ");
+	for (uint32_t i = 0; i < len; i++)
+		printf("%02x", name[i]);
+	printf(" %#llx %#llx\n", (unsigned long long)info[0], (unsigned long long)info[1]);
+	return 0;
+}
+
 static int post(void *ctx, unsigned kind, uint64_t size)
 {
 	struct fab *f = ctx;
@@ -320,6 +343,7 @@ int main(int argc, char **argv)
 		.serve = serve,
 		.open = open_initiator,
 		.peer_usage = "ADDRESS-HEX RKEY REMOTE-ADDR",
+		.advertise = advertise,
 		.post = post,
 		.progress = progress,
 		.close = close_initiator,

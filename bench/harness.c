@@ -126,6 +126,7 @@ static int parse_args(int argc, char **argv, const struct hx_system *sys,
 		{ "window", required_argument, NULL, 'w' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "peer", required_argument, NULL, 'p' },
+		{ "serve", no_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char sizes[256] = "8,4K,64K,1M,16M";
@@ -149,10 +150,15 @@ static int parse_args(int argc, char **argv, const struct hx_system *sys,
 				return -EINVAL;
 			a->peer = optarg;
 			break;
+		case 'S':
+			if (!sys->advertise)
+				return -EINVAL;
+			a->serve_only = 1;
+			break;
 		default: return -EINVAL;
 		}
 	}
-	if (optind != argc || a->window == 0 || a->window > 4096 || a->duration_ms == 0)
+	if (optind != argc || (a->peer && a->serve_only) || a->window == 0 || a->window > 4096 || a->duration_ms == 0)
 		return -EINVAL;
 	for (char *save, *tok = strtok_r(sizes, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
@@ -399,9 +405,10 @@ int hx_main(int argc, char **argv, const struct hx_system *sys)
 	prog = sys->name;
 	if (parse_args(argc, argv, sys, &a) < 0) {
 		fprintf(stderr, "usage: %s_rma [--transport T] [--op put|get] [--sizes LIST]"
-				" [--window N] [--duration MS]%s%s%s\n", sys->name,
+				" [--window N] [--duration MS]%s%s%s%s\n", sys->name,
 			sys->peer_usage ? " [--peer '" : "",
-			sys->peer_usage ? sys->peer_usage : "", sys->peer_usage ? "']" : "");
+			sys->peer_usage ? sys->peer_usage : "", sys->peer_usage ? "']" : "",
+			sys->advertise ? " [--serve]" : "");
 		return 2;
 	}
 	if (a.peer) /* someone else's passive side: no child */
@@ -420,7 +427,16 @@ int hx_main(int argc, char **argv, const struct hx_system *sys)
 		_exit(rc < 0);
 	}
 	close(sv[1]);
-	rc = initiator(sys, &a, sv[0]);
+	if (a.serve_only) {
+		/* Print what an initiator needs, then serve until stdin ends. */
+		char buf[64];
+		rc = sys->advertise(sv[0]);
+		fflush(stdout);
+		while (rc == 0 && read(STDIN_FILENO, buf, sizeof buf) > 0)
+			;
+	} else {
+		rc = initiator(sys, &a, sv[0]);
+	}
 	close(sv[0]); /* tells the passive side to finish */
 	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
 		rc = rc ? rc : -ECHILD;

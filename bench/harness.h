@@ -35,6 +35,7 @@ struct hx_args {
 	unsigned duration_ms;   /* per phase and size */
 	const char *peer;       /* --peer: an existing passive side, in the
 				 * system's words; NULL: fork our own */
+	int serve_only;         /* --serve: the passive side alone, until EOF */
 };
 
 /* One library, seen from the initiator.  Every hook returns 0 or -errno. */
@@ -47,6 +48,10 @@ struct hx_system {
 	 * --peer (sock -1) against a->peer. */
 	int (*open)(const struct hx_args *a, int sock, void **ctx);
 	const char *peer_usage; /* what --peer takes; NULL: not supported */
+	/* --serve: read what serve() sent on sock and print it as one line
+	 * that --peer (of this or another initiator) takes.  NULL: not
+	 * supported. */
+	int (*advertise)(int sock);
 	/* Post one op (HX_PUT or HX_GET) of size bytes from the start of
 	 * the local buffer to the start of the remote one; -EAGAIN:
 	 * progress, then try again. */
