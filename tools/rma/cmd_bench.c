@@ -389,14 +389,11 @@ static int parse_args(int argc, char **argv, struct bench_args *a)
 		strcpy(copy, a->token);
 		for (t = strtok_r(copy, " \t", &save); t && n < 3; t = strtok_r(NULL, " \t", &save))
 			w[n++] = t;
-		if (n != 3 || t)
+		if (n != 3 || t) /* t: a fourth word */
 			return tool_usage_error("bench", "--target: a TOKEN, or the three words "
 						"ADDRESS-HEX RKEY REMOTE-ADDR");
-		if ((rc = parse_fabric_triple("bench", w, &a->fab)))
+		if ((rc = parse_fabric_triple("bench", w, a->transports, &a->fab)))
 			return rc;
-		if (!a->transports || strchr(a->transports, ','))
-			return tool_usage_error("bench", "a fabric address needs --transport "
-						"with one spec, e.g. ofi:tcp");
 		a->fabric = true;
 	}
 	if (a->token && a->verify && a->kind == RMA_OP_GET && !a->seed_set)

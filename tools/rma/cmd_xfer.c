@@ -97,13 +97,10 @@ static void usage(FILE *f, unsigned kind)
 /* ADDRESS-HEX RKEY REMOTE-ADDR of a plain libfabric target. */
 static int parse_triple(struct xfer_args *a, char **w)
 {
-	int rc = parse_fabric_triple(a->cmd, w, &a->fab);
+	int rc = parse_fabric_triple(a->cmd, w, a->transports, &a->fab);
 
 	if (rc)
 		return rc;
-	if (!a->transports || strchr(a->transports, ','))
-		return tool_usage_error(a->cmd, "a fabric address needs --transport with "
-					"one spec, e.g. ofi:tcp");
 	if (!a->has_size && !a->file)
 		return tool_usage_error(a->cmd, "a fabric address needs --size (the "
 					"target's window length is not known here)");

@@ -101,7 +101,8 @@ int parse_hex_bytes(const char *s, uint8_t *out, size_t cap)
 	return (int)(n / 2);
 }
 
-int parse_fabric_triple(const char *cmd, char *const w[3], struct tool_fabric *f)
+int parse_fabric_triple(const char *cmd, char *const w[3], const char *transports,
+			struct tool_fabric *f)
 {
 	int n = parse_hex_bytes(w[0], f->addr, sizeof f->addr);
 
@@ -114,6 +115,9 @@ int parse_fabric_triple(const char *cmd, char *const w[3], struct tool_fabric *f
 	if (parse_u64(w[2], &f->raddr) < 0)
 		return tool_usage_error(cmd, "bad remote address '%s' (0x hex or decimal)",
 					w[2]);
+	if (!transports || strchr(transports, ','))
+		return tool_usage_error(cmd, "a fabric address needs --transport with one "
+					"spec, e.g. ofi:tcp");
 	return 0;
 }
 

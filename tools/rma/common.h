@@ -73,9 +73,11 @@ struct tool_fabric {
 	uint64_t rkey, raddr;
 };
 
-/* Parse the triple's three words; 0, or a usage error's exit code with
- * the message printed for cmd. */
-int parse_fabric_triple(const char *cmd, char *const w[3], struct tool_fabric *f);
+/* Parse the triple's three words, for use with transports (which must
+ * name one spec: the target's provider); 0, or a usage error's exit code
+ * with the message printed for cmd. */
+int parse_fabric_triple(const char *cmd, char *const w[3], const char *transports,
+			struct tool_fabric *f);
 
 /* What an op's error may mean when a plain target's fabric gave it: a
  * text to append ("; ..."), or "". */
