@@ -158,7 +158,8 @@ static int parse_args(int argc, char **argv, const struct hx_system *sys,
 		default: return -EINVAL;
 		}
 	}
-	if (optind != argc || (a->peer && a->serve_only) || a->window == 0 || a->window > 4096 || a->duration_ms == 0)
+	if (optind != argc || (a->peer && a->serve_only) || a->window == 0 ||
+	    a->window > 4096 || a->duration_ms == 0)
 		return -EINVAL;
 	for (char *save, *tok = strtok_r(sizes, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
