@@ -117,8 +117,10 @@ static void tick(struct rma__timer *tm)
 				pending = true;
 		}
 	rma__refusals_log(&tt->refusals, now);
-	if (tt->listen_paused && !rma__watch_mod(tt->e, &tt->lw, EPOLLIN))
-		tt->listen_paused = false;
+	/* Listen again; the listener stays paused (and this tick armed)
+	 * until an accept no longer fails for want of fds. */
+	if (tt->listen_paused)
+		rma__watch_mod(tt->e, &tt->lw, EPOLLIN);
 	pending |= tt->listen_paused;
 	for (int i = 0; i < RMA__REFUSED_N; i++)
 		pending |= tt->refusals.n[i] != 0;

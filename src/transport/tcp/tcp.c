@@ -48,12 +48,14 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 					tt->listen_paused = true;
 					rma__tcp_timer_start(tt);
 				}
-			} else if (errno != EAGAIN && errno != EINTR &&
-				   errno != ECONNABORTED) {
-				rma__warn("tcp: accept: %s", strerror(errno));
+				return;
 			}
+			tt->listen_paused = false; /* fds again */
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+				rma__warn("tcp: accept: %s", strerror(errno));
 			return;
 		}
+		tt->listen_paused = false;
 		uint8_t raddr[16];
 		rma__admit_raddr(&sa, raddr);
 		rma__admit_make_room(&tt->admit, raddr);

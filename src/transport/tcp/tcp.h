@@ -136,7 +136,7 @@ struct tcp_tr {
 	struct rma__refusals refusals;
 	uint64_t bigbuf_total;   /* SOCKBUF bytes granted, both ways */
 	struct rma__timer tick;  /* limits.c: handshake and idle timers */
-	bool listen_paused;      /* out of fds: the listener waits a tick */
+	bool listen_paused;      /* out of fds: it tries once a tick until an accept works */
 	uint8_t discard[64 << 10];
 	/* Device memory goes through one pinned buffer, synchronously.
 	 * Sending, it holds a piece of entry stage_seq's payload on
