@@ -136,6 +136,9 @@ int main(void)
 		CHECK(pthread_create(&th[i], NULL, poster, (void *)i) == 0);
 	CHECK(pthread_create(&th[3], NULL, chaos, NULL) == 0);
 	test_sleep_ms(SECONDS * 1000);
+	/* a slow build on a busy host: chaos until enough ops, 30 s at most */
+	for (int i = 0; posted <= 1000 && i < 260; i++)
+		test_sleep_ms(100);
 	stop = 1;
 	for (int i = 0; i < 4; i++)
 		pthread_join(th[i], NULL);

@@ -245,12 +245,19 @@ static int case_wrong_key(void)
 	b[16] ^= 0x01; /* the core key's low byte */
 	rma_remote *bad = reseal(b, n);
 	rma_remote *good = integ_remote(&t, "rw");
+	/* A refusal may reset the endpoint (tcp): the good op after it may
+	 * connect again, so a first op's connect sets its bound. */
+	int64_t t0 = test_now_ms();
+	CHECK_RC(integ_op(e, RMA_OP_GET, l, good, 0, MiB, 10000), MiB);
+	int64_t bound = 2 * (test_now_ms() - t0) + 1000;
+	bound = bound < 2000 ? 2000 : bound;
 	for (int i = 0; i < 3; i++) {
 		CHECK_RC(integ_op(e, RMA_OP_GET, l, bad, 0, 4096, 10000), -EKEYREJECTED);
-		int64_t t0 = test_now_ms();
+		t0 = test_now_ms();
 		CHECK_RC(integ_op(e, RMA_OP_GET, l, good, 0, MiB, 10000), MiB);
-		CHECKF(test_now_ms() - t0 < 2000, "the good op after a refusal took "
-		       "%lld ms", (long long)(test_now_ms() - t0));
+		CHECKF(test_now_ms() - t0 < bound, "the good op after a refusal took "
+		       "%lld ms (bound %lld)", (long long)(test_now_ms() - t0),
+		       (long long)bound);
 		CHECK_EQ(test_check_fill(buf, MiB, 7), -1);
 	}
 	rma_remote_free(bad);
@@ -359,7 +366,7 @@ static int case_late(void)
 	int64_t dt = test_now_ms() - t0;
 	for (int i = 0; i < 4; i++)
 		CHECK_RC(res[i], -ETIMEDOUT);
-	CHECKF(dt < deadline + 1000, "timed-out gets took %lld ms", (long long)dt);
+	CHECKF(dt < deadline + 3000, "timed-out gets took %lld ms", (long long)dt);
 	test_cont_child(t.pid);
 	test_sleep_ms(300);
 	for (size_t i = 0; i < 16 * MiB; i++)

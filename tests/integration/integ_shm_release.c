@@ -47,7 +47,8 @@ struct stream {
 	const char *bpat;    /* the pattern written after release */
 	rma_remote *r;
 	atomic_int phase, stop;
-	long ok[3][2], fail[3], leaked, other;
+	atomic_long ok[3][2], fail[3]; /* the main thread waits on them */
+	long leaked, other;
 	int other_code;
 };
 
@@ -185,17 +186,27 @@ static int case_race(bool alloc)
 
 	pthread_t th;
 	CHECK(pthread_create(&th, NULL, streamer, &s) == 0);
+	/* Stream for 200 ms once both kinds get through (the first ops
+	 * connect), then release; after it, until ops have failed, 200 ms at
+	 * least.  Deadlines, not sleeps: a loaded host connects slowly. */
+	int64_t t0 = test_now_ms(), t1;
+	while (!(s.ok[0][0] && s.ok[0][1]) && test_now_ms() - t0 < 10000)
+		test_sleep_ms(5);
 	test_sleep_ms(200);
 	s.phase = 1;
 	target_cmd(&t, reply, sizeof reply, "release_fill rw %u 300", SEED_B);
 	s.phase = 2;
-	test_sleep_ms(200);
+	for (t1 = test_now_ms(); test_now_ms() - t1 < 10000;) {
+		test_sleep_ms(20);
+		if (s.fail[2] && test_now_ms() - t1 >= 200)
+			break;
+	}
 	s.stop = 1;
 	pthread_join(th, NULL);
 	printf("before: %ld puts %ld gets ok; during: %ld/%ld ok %ld failed; "
-	       "after: %ld/%ld ok %ld failed\n", s.ok[0][0], s.ok[0][1],
-	       s.ok[1][0], s.ok[1][1], s.fail[1], s.ok[2][0], s.ok[2][1],
-	       s.fail[2]);
+	       "after: %ld/%ld ok %ld failed\n", (long)s.ok[0][0], (long)s.ok[0][1],
+	       (long)s.ok[1][0], (long)s.ok[1][1], (long)s.fail[1],
+	       (long)s.ok[2][0], (long)s.ok[2][1], (long)s.fail[2]);
 	CHECK(sscanf(reply, "%d %d %lld", &rc, &bad, &took) == 3);
 	CHECK_RC(rc, 0);
 	CHECKF(bad == -1, "target memory changed at byte %d after release returned",
@@ -299,10 +310,10 @@ static int case_initiator_gone(bool kill_it)
 	printf("release took %lld ms (bound %u ms)\n", took, bound);
 	CHECK_RC(rc, 0);
 	if (kill_it)
-		CHECKF(took < 1000, "release waited %lld ms for a dead initiator",
+		CHECKF(took < 2500, "release waited %lld ms for a dead initiator",
 		       took);
 	else
-		CHECKF(took >= bound - 10 && took < bound + 700,
+		CHECKF(took >= bound - 10 && took < bound + 3000,
 		       "release took %lld ms with a stuck initiator, bound %u",
 		       took, bound);
 	CHECKF(bad == -1, "target memory changed at byte %d after release", bad);

@@ -47,9 +47,10 @@ static double cpu_s(void)
 	       (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
 }
 
-/* Child: NCONN authenticated connections, held until killed; one the
+/* Child: FIRST authenticated connections, then, once the target says it is
+ * out of fds (a byte on go), NCONN in all, held until killed; one the
  * target sheds is opened again, as an initiator would. */
-static void clients(struct sockaddr_in sa, uint64_t id)
+static void clients(struct sockaddr_in sa, uint64_t id, int go)
 {
 	static struct rma__setup s[NCONN];
 	uint8_t key[16];
@@ -58,9 +59,10 @@ static void clients(struct sockaddr_in sa, uint64_t id)
 	rma__setup_key(SECRET, key);
 	for (int i = 0; i < NCONN; i++)
 		s[i].fd = -1;
-	for (int64_t t0 = test_now_ms();;) {
-		/* FIRST at once, the others once the target is out of fds */
-		int n = test_now_ms() - t0 < 1500 ? FIRST : NCONN;
+	for (int n = FIRST;;) {
+		char byte;
+		if (n == FIRST && read(go, &byte, 1) == 1)
+			n = NCONN;
 		for (int i = 0; i < n; i++) {
 			if (s[i].fd < 0) {
 				int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
@@ -97,15 +99,18 @@ int main(void)
 	sa.sin_port = htons(rma__le16(b + 1));
 	memcpy(&sa.sin_addr, b + 3, 4);
 
+	int go[2];
+	CHECK_RC(pipe2(go, O_NONBLOCK), 0);
 	pid_t pid = fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
-		clients(sa, rem->engine_id);
+		clients(sa, rem->engine_id, go[0]);
 	}
 
 	unsigned served = 0, hs = 1;
-	for (int i = 0; i < 100 && (served != FIRST || hs); i++) {
+	for (int64_t end = test_now_ms() + 10000;
+	     test_now_ms() < end && (served != FIRST || hs);) {
 		test_sleep_ms(10);
 		pthread_mutex_lock(&t->mu);
 		served = tt->nserved;
@@ -123,6 +128,7 @@ int main(void)
 	int nfill = 0; /* no free number below the limit either */
 	while (nfill < 4096 && (fill[nfill] = dup(0)) >= 0)
 		nfill++;
+	CHECK_RC(write(go[1], "", 1), 1);
 	test_sleep_ms(1000); /* the child's other connections arrive */
 	double c0 = cpu_s();
 	test_sleep_ms(1000);
@@ -142,16 +148,19 @@ int main(void)
 	while (nfill)
 		close(fill[--nfill]);
 	int64_t end = test_now_ms() + 5000;
+	unsigned armed = 0;
 	while (test_now_ms() < end) {
 		pthread_mutex_lock(&t->mu);
 		served = tt->nserved;
+		resting = tt->listen_paused;
+		armed = tt->tick.slot;
 		pthread_mutex_unlock(&t->mu);
 		if (served == NCONN)
 			break;
 		test_sleep_ms(20);
 	}
 	printf("with fds again: %u served (listener resting: %d, tick armed: %u)\n",
-	       served, tt->listen_paused, tt->tick.slot);
+	       served, resting, armed);
 	CHECK_EQ(served, NCONN);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
