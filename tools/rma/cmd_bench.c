@@ -146,7 +146,8 @@ static void usage(FILE *f)
 		"  -w, --window N           ops in flight per peer (default 16, 1..%d)\n"
 		"  -b, --batch N            ops per rma_post call: post when N slots of the\n"
 		"                           window are free (default: all free slots at once);\n"
-		"                           the window defaults to 2N if N > 8\n"
+		"                           N over the default window (16) makes it 2N (at\n"
+		"                           most %d); N over a --window given is an error\n"
 		"  -n, --iters N            ops per phase instead of a time bound\n"
 		"  -d, --duration TIME      time per phase and size, in seconds like iperf3 -t:\n"
 		"                           2, 0.5, or with a unit: 250ms, 2s (default 0.5)\n"
@@ -195,7 +196,7 @@ static void usage(FILE *f)
 		"register_per_s, target_B_per_region, target_B_per_peer,\n"
 		"initiator_B_per_peer, connect_ms (null where not measured),\n"
 		"manual_progress.\n",
-		MAX_WINDOW, DEFAULT_SEED, MAX_PEERS, MAX_REGIONS);
+		MAX_WINDOW, MAX_WINDOW, DEFAULT_SEED, MAX_PEERS, MAX_REGIONS);
 }
 
 static const char *op_name(unsigned kind)

@@ -40,8 +40,9 @@ struct xfer_args {
 	"key of its registration, and the remote address of the window's first\n" \
 	"byte (0x hex or decimal).  --transport names the one transport spec to\n"  \
 	"use (e.g. ofi:tcp, the same provider as the target's) and --size is\n"    \
-	"needed (the window's length is not known here; the target's fabric\n"    \
-	"checks bounds and key).  No secret can be proved to such a target.\n\n"
+	"needed, except for a put with --file, which moves the file's size (the\n" \
+	"window's length is not known here; the target's fabric checks bounds\n"  \
+	"and key).  No secret can be proved to such a target.\n\n"
 
 static void usage(FILE *f, unsigned kind)
 {
@@ -50,8 +51,9 @@ static void usage(FILE *f, unsigned kind)
 			"usage: rma put TOKEN (--fill SEED | --file PATH | --zero) [--size BYTES]\n"
 			"               [--offset BYTES] [--timeout DURATION] [--transport LIST]\n"
 			"               [--secret-file PATH] [--log LEVEL]\n"
-			"       rma put --transport SPEC ADDRESS-HEX RKEY REMOTE-ADDR --size BYTES\n"
-			"               (--fill SEED | --file PATH | --zero) [options]\n\n"
+			"       rma put --transport SPEC ADDRESS-HEX RKEY REMOTE-ADDR\n"
+			"               (--fill SEED --size BYTES | --file PATH [--size BYTES] |\n"
+			"                --zero --size BYTES) [options]\n\n"
 			"Write bytes into the buffer advertised by TOKEN at --offset (default 0).\n"
 			"Say what to write: the --fill pattern of SEED, the contents of PATH, or\n"
 			"zeros with --zero (nothing is written without one of them).  Size defaults\n"

@@ -38,8 +38,9 @@ static void usage(FILE *f)
 		   "A short option means the same in every command (-s size, -o offset,\n"
 		   "-T timeout, ...); long options are stable.\n\n"
 		   UNITS_HELP
-		   "\nenvironment: RMA_TRANSPORTS, RMA_LISTEN, RMA_SECRET, RMA_TIMEOUT_MS,\n"
-		   "RMA_STRIPES, RMA_LOG (an option given wins over its variable)\n"
+		   "\nenvironment: RMA_TRANSPORTS, RMA_LISTEN, RMA_ADVERTISE, RMA_SECRET,\n"
+		   "RMA_TIMEOUT_MS, RMA_STRIPES, RMA_LOG (an option given wins over its\n"
+		   "variable)\n"
 		   "\nexit status: 0 ok, 1 runtime error, 2 usage error\n"
 		   "See rma(1).\n");
 }
