@@ -18,6 +18,10 @@
  *              transport closes the peer's endpoint), and the next op works
  *   secret     an owner with a shared secret: the right secret works, a
  *              wrong one or none gets -EACCES
+ *   noctl      a token edited to name no control address (flag 1 without
+ *              flag 2, or a plain fabric blob) skips the handshake: an
+ *              engine with a secret refuses it (-EACCES, nothing written);
+ *              one without uses it as is
  *   stale      an owner restarted at the same control address: an old
  *              token gets exactly -ESTALE (another engine answers)
  *   proof      a raw client with a wrong proof on the control connection
@@ -429,6 +433,84 @@ static int case_secret(void)
 	try_secret(&t, "open sesame!", -EACCES);
 	try_secret(&t, NULL, -EACCES);
 	try_secret(&t, "open sesame", MiB);
+	target_stop(&t);
+	return 0;
+}
+
+/* The token of an owner without a secret, edited so that its ofi entry
+ * names no control address: flag 1 without flag 2 (the entry holds the
+ * fabric key itself), or a plain fabric blob, which rma builds only
+ * locally (rma_remote_from_fabric).  Either would skip the handshake. */
+static rma_remote *noctl_token(struct target *t, bool plain)
+{
+	uint8_t b[RMA_ADVERTISEMENT_MAX], q[64];
+	unsigned blen;
+	int n = ad_bytes(t, "rw", 0, 0, 0, b);
+	uint8_t *blob = ofi_blob(b, n, &blen);
+	CHECKF((blob[1] & 3) == 3, "an open owner's blob lacks flags 1|2: %#x",
+	       blob[1]);
+	size_t al = blob[4] | blob[5] << 8, co = 6 + blob[2] + blob[3] + al;
+	size_t cut = 1 + blob[co], q_len = 0;
+	if (plain) {
+		/* u8 0x80 | u8 word length | u16 address length | word (none:
+		 * any ofi instance) | address | key | base */
+		q[0] = 0x80;
+		q[1] = 0;
+		q[2] = blob[4];
+		q[3] = blob[5];
+		CHECK(4 + al + 16 <= sizeof q);
+		memcpy(q + 4, blob + 6 + blob[2] + blob[3], al);
+		memcpy(q + 4 + al, blob + co + cut, 16);
+		q_len = 4 + al + 16;
+		cut = blen - q_len; /* the blob shrinks to q's length */
+		co = 0;
+	}
+	uint8_t *tail = blob + co + cut, *end = b + n;
+	memmove(blob + co, tail, (size_t)(end - tail));
+	n -= (int)cut;
+	blen -= (unsigned)cut;
+	if (plain)
+		memcpy(blob, q, q_len);
+	else
+		blob[1] &= (uint8_t)~2;
+	blob[-2] = (uint8_t)blen;
+	blob[-1] = (uint8_t)(blen >> 8);
+	return reseal(b, n);
+}
+
+/* An engine with a secret refuses a peer that has no control address (it
+ * cannot prove the secret): -EACCES, nothing written.  Without a secret
+ * the same edited token works as is, which shows the edit sound. */
+static int case_noctl(void)
+{
+	struct target t;
+	int rc = start(&t, spec, 4 * MiB);
+	if (rc)
+		return rc;
+	char *buf = test_alloc(MiB);
+	test_fill(buf, MiB, 99);
+	uint32_t before = target_crc(&t, "rw", 0, MiB);
+	for (int plain = 0; plain < 2; plain++) {
+		rma_engine *e = engine_secret("open sesame");
+		rma_region *l = integ_region(e, buf, MiB);
+		rma_remote *r = noctl_token(&t, plain);
+		CHECK_RC(integ_op(e, RMA_OP_PUT, l, r, 0, MiB, 10000), -EACCES);
+		CHECK_RC(integ_op(e, RMA_OP_GET, l, r, 0, MiB, 10000), -EACCES);
+		CHECK_EQ_U64(target_crc(&t, "rw", 0, MiB), before);
+		rma_remote_free(r);
+		rma_engine_destroy(e);
+	}
+	for (int plain = 0; plain < 2; plain++) {
+		rma_engine *e = engine_of(spec);
+		rma_region *l = integ_region(e, buf, MiB);
+		rma_remote *r = noctl_token(&t, plain);
+		test_fill(buf, MiB, 50 + plain);
+		CHECK_RC(integ_op(e, RMA_OP_PUT, l, r, 0, MiB, 10000), MiB);
+		CHECK_EQ_U64(target_crc(&t, "rw", 0, MiB), rma_crc32c(0, buf, MiB));
+		rma_remote_free(r);
+		rma_engine_destroy(e);
+	}
+	test_free(buf, MiB);
 	target_stop(&t);
 	return 0;
 }
@@ -886,6 +968,7 @@ static const struct {
 	{ "killed", case_killed },
 	{ "late", case_late },
 	{ "secret", case_secret },
+	{ "noctl", case_noctl },
 	{ "stale", case_stale },
 	{ "proof", case_proof },
 	{ "fake_owner", case_fake_owner },

@@ -3,6 +3,8 @@
  * -EBADMSG.  ad_parse runs on untrusted bytes without an engine. */
 #include <errno.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "transport/transport.h"
@@ -89,5 +91,19 @@ int main(void)
 		CHECKF(ofi->ad_parse(c, m, 42, &rk) == -EBADMSG,
 		       "control address length %u accepted", bad);
 	}
+
+	/* A control address length byte that runs past the blob's end, the
+	 * blob's last byte before an unmapped page: refused without reading
+	 * beyond it (a read there faults). */
+	long pg = sysconf(_SC_PAGESIZE);
+	uint8_t *map = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(map != MAP_FAILED);
+	CHECK(mprotect(map + pg, (size_t)pg, PROT_NONE) == 0);
+	const uint8_t over[] = { 1, 7, 1, 1, 1, 0, 'p', 'f', 0xaa, 19 };
+	uint8_t *end = map + pg - sizeof over;
+	memcpy(end, over, sizeof over);
+	CHECK_RC(ofi->ad_parse(end, sizeof over, 42, &rk), -EBADMSG);
+	munmap(map, 2 * (size_t)pg);
 	return 0;
 }

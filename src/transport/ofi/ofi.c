@@ -582,7 +582,7 @@ static int blob_tail(const uint8_t *b, size_t len, struct blob_parts *bp)
 		return -EBADMSG;
 	*bp = (struct blob_parts){ 0 };
 	if (b[1] & 2) {
-		if (o >= len || (b[o] != 7 && b[o] != 19))
+		if (o >= len || (b[o] != 7 && b[o] != 19) || b[o] >= len - o)
 			return -EBADMSG;
 		bp->ctl_off = o + 1;
 		bp->ctl_len = b[o];

@@ -184,6 +184,7 @@ struct ofi_tr {
 	size_t ctl_addr_len;
 	uint8_t key[16];         /* setup proof key, from the secret */
 	bool open;               /* no secret: tokens may carry fabric keys */
+	bool noctl_refused;      /* said once: a secret refuses no-control peers */
 	uint64_t engine_id;
 	struct ofi_ctl *served;  /* owner: accepted control connections */
 	struct ofi_ctl *idle;    /* owner: serving endpoints whose peer left */

@@ -306,6 +306,18 @@ int rma__ofi_connect(struct rma__transport *t, const void *blob, size_t len,
 	    : rma__ofi_blob_parse(blob, len, &prov, &pl, &fab, &fl, &addr, &al,
 				  &key, &base, &has_key))
 		return -EBADMSG;
+	bool has_ctl = rma__ofi_blob_ctl(blob, len, &ctl, &cl) == 0;
+	if (!has_ctl && !ot->open) {
+		/* No control address, no handshake: such a peer cannot prove
+		 * the secret, and ops to it would bypass what it protects. A
+		 * token may say so whoever made it (rma's owners never do). */
+		if (!ot->noctl_refused)
+			rma__err("ofi: %s: a shared secret is set: refusing a "
+				 "peer with no control address, which cannot "
+				 "prove it", ot->base.spec);
+		ot->noctl_refused = true;
+		return -EACCES;
+	}
 	pe = calloc(1, sizeof *pe);
 	if (!pe)
 		return -ENOMEM;
@@ -315,7 +327,7 @@ int rma__ofi_connect(struct rma__transport *t, const void *blob, size_t len,
 	pe->abort_tm.cb = abort_timer;
 	pe->base.max_msg = ot->max_msg;
 	pe->base.credits = ot->tx_size;
-	if (rma__ofi_blob_ctl(blob, len, &ctl, &cl) == 0) {
+	if (has_ctl) {
 		/* An rma owner: nothing reaches it before the handshake. */
 		pe->authed = true;
 		rc = rma__ofi_ctl_connect(pe, ctl, cl);
