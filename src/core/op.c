@@ -117,10 +117,17 @@ void rma__op_fail(struct rma_engine *e, struct rma__op *op, int err)
 		rma__list_del(&op->qnode);
 	if (op->chunks) {
 		struct rma__peer *p = op->peer;
-		if (p->t->ops->abort(p, op->id, err) == RMA__ABORT_PENDING) {
+		uint64_t id = op->id;
+		/* Dying before abort runs: a transport that reports the op's
+		 * chunks inside abort (a queue pair drained at once) then
+		 * completes it through rma__xfer_done, once, with err. */
+		op->state = RMA__OP_DYING;
+		op->err = err;
+		int rc = p->t->ops->abort(p, id, err);
+		if (op->id != id || op->state != RMA__OP_DYING)
+			return; /* completed inside abort */
+		if (rc == RMA__ABORT_PENDING) {
 			rma__timer_cancel(e, &op->deadline);
-			op->state = RMA__OP_DYING;
-			op->err = err;
 			return;
 		}
 	}

@@ -236,6 +236,10 @@ static void region_free(struct rma_engine *e, struct rma_region *r)
 	for (n = r->users.next; n != &r->users; n = next) {
 		next = n->next;
 		rma__op_fail(e, container_of(n, struct rma__op, rnode), -ECANCELED);
+		/* An abort that reports chunks at once may complete other ops
+		 * too (next among them): start over; failed ops are skipped. */
+		if (next != &r->users && !rma__list_linked(next))
+			next = r->users.next;
 	}
 	/* Ops whose hardware may still write here (abort pending) hold the
 	 * release until the transport has stopped it. */

@@ -167,7 +167,9 @@ struct rma__transport_ops {
 	 * rma__op_live/rma__op_buf before touching it, as tcp does);
 	 * RMA__ABORT_PENDING: the core withholds the op's completion until
 	 * every chunk is reported, which the transport does once the hardware
-	 * is stopped (QP to error and drained, endpoint closed).  Default: 0. */
+	 * is stopped (QP to error and drained, endpoint closed).  Chunks may
+	 * also be reported before abort returns: the op is dying meanwhile
+	 * and completes once.  Default: 0. */
 	int (*abort)(struct rma__peer *p, uint64_t op_id, int err);
 
 	/* Once per progress round.  Default: nothing. */

@@ -226,6 +226,15 @@ static int f_abort(struct rma__peer *p, uint64_t op_id, int err)
 		fake.abort_op[fake.aborts] = op_id;
 	}
 	fake.aborts++;
+	for (unsigned i = 0; fake.abort_sync && i < fake.nxfers; i++) {
+		struct fake_xfer *f = &fake.xfers[i];
+		if (f->state != FAKE_POSTED ||
+		    (fake.abort_sync == 1 && f->x.op_id != op_id))
+			continue;
+		f->state = FAKE_DONE;
+		fake.outstanding--;
+		rma__xfer_done(p->t->engine, f->x.op_id, f->x.len, -ECONNRESET);
+	}
 	return fake.abort_pending ? RMA__ABORT_PENDING : 0;
 }
 

@@ -51,6 +51,9 @@ struct fake_state {
 	unsigned eagains;         /* -EAGAIN answers given */
 	int decline_regions, decline_grants, unreachable;
 	int abort_pending;        /* abort answers RMA__ABORT_PENDING */
+	/* abort reports chunks itself (rma__xfer_done, -ECONNRESET) before it
+	 * returns: 1 the op's, 2 every posted one (a queue pair drained) */
+	int abort_sync;
 	unsigned credits;         /* set as the peer's credits */
 	unsigned mem_regs, mem_deregs, grant_adds, grant_removes, arms;
 	unsigned aborts, progresses, peer_raws;

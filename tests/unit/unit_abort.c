@@ -2,7 +2,9 @@
  * on cancel (peer remove), on release of its local region, on shutdown.
  * When abort answers RMA__ABORT_PENDING (a NIC that may still write), the
  * op's completion waits until the transport reports every chunk, and
- * rma_region_release does not return before that. */
+ * rma_region_release does not return before that.  An abort may also
+ * report chunks before it returns (a queue pair drained at once): each op
+ * still completes exactly once. */
 #include <errno.h>
 #include <pthread.h>
 
@@ -60,7 +62,7 @@ int main(void)
 	CHECK_RC(fake.abort_err[0], -ETIMEDOUT);
 	CHECK_EQ_U64(fake.abort_op[0], fake.xfers[0].x.op_id);
 	post_one(e, -1, 2);                       /* cancel */
-	CHECK_RC(rma_peer_remove(e, rem, 0), -ETIMEDOUT);
+	CHECK_RC(rma_peer_remove(e, rem, 20), -ETIMEDOUT);
 	CHECK_EQ(fake.aborts, 2);
 	CHECK_RC(fake.abort_err[1], -ECANCELED);
 	CHECK_EQ(fake_wait_one(e, &c, 100), 1);
@@ -111,6 +113,58 @@ int main(void)
 	CHECK_EQ(c.user_data, 6);
 	CHECK_RC(c.result, -ECANCELED);
 
+	rma_remote_free(rem);
+	rma_engine_destroy(e);
+
+	/* abort reporting the op's chunks before it returns (a queue pair
+	 * drained at once): one completion, with the reason, and the slot
+	 * freed once (two later posts get two slots). */
+	for (int pending = 0; pending < 2; pending++) {
+		fake_reset(0);
+		fake.abort_sync = 1;
+		fake.abort_pending = pending;
+		e = setup();
+		post_one(e, 30, 7);
+		CHECK_EQ(fake_wait_one(e, &c, 2000), 1);
+		CHECK_EQ(c.user_data, 7);
+		CHECK_RC(c.result, -ETIMEDOUT);
+		CHECK_OK(rma_progress(e, 0));
+		CHECK_EQ(rma_poll(e, &c, 1), 0);  /* no second completion */
+		CHECK_EQ(e->live, 0);
+		post_one(e, -1, 8);
+		post_one(e, -1, 9);
+		CHECK_EQ(fake.nxfers, 3);
+		CHECKF(fake.xfers[1].x.op_id != fake.xfers[2].x.op_id,
+		       "two live ops share op id %#llx",
+		       (unsigned long long)fake.xfers[1].x.op_id);
+		CHECK_EQ(fake_complete_all(e, 0), 2);
+		CHECK_EQ(fake_wait_one(e, &c, 100), 1);
+		CHECK_EQ(fake_wait_one(e, &c, 100), 1);
+		CHECK_EQ(rma_poll(e, &c, 1), 0);
+		rma_remote_free(rem);
+		rma_engine_destroy(e);
+	}
+
+	/* Releasing a region whose first op's abort reports every chunk,
+	 * the other ops' too: each op completes once, and release returns. */
+	fake_reset(0);
+	fake.abort_sync = 2;
+	e = setup();
+	for (uint64_t ud = 10; ud < 13; ud++)
+		post_one(e, -1, ud);
+	CHECK_RC(rma_region_release(lr), 0);
+	CHECK_EQ(fake.outstanding, 0);
+	unsigned mask = 0;
+	for (int i = 0; i < 3; i++) {
+		CHECK_EQ(fake_wait_one(e, &c, 100), 1);
+		CHECK(c.user_data >= 10 && c.user_data < 13);
+		CHECKF(!(mask & 1u << (c.user_data - 10)), "op %llu completed twice",
+		       (unsigned long long)c.user_data);
+		mask |= 1u << (c.user_data - 10);
+		CHECK(c.result < 0);
+	}
+	CHECK_EQ(rma_poll(e, &c, 1), 0);
+	CHECK_EQ(e->live, 0);
 	rma_remote_free(rem);
 	rma_engine_destroy(e);
 	return 0;

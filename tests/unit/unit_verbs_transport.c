@@ -66,6 +66,11 @@ void **rma__grant_slot(struct rma__grant *g, const struct rma__transport *t) { r
 #define MAXDONE 64
 static struct { uint64_t op_id, len; int res; } done[MAXDONE];
 static int ndone;
+/* Set: a failed chunk of another op than dying_op fails that op, as the
+ * core does, by aborting it (the transport is re-entered). */
+static struct vb_peer *reenter;
+static uint64_t dying_op;
+
 void rma__xfer_done(struct rma_engine *e, uint64_t op_id, uint64_t len, int res)
 {
 	if (ndone < MAXDONE) {
@@ -74,6 +79,12 @@ void rma__xfer_done(struct rma_engine *e, uint64_t op_id, uint64_t len, int res)
 		done[ndone].res = res;
 	}
 	ndone++;
+	if (reenter && res < 0 && op_id != dying_op) {
+		uint64_t outer = dying_op;
+		dying_op = op_id;
+		rma__verbs_ops.abort(&reenter->base, op_id, res);
+		dying_op = outer;
+	}
 }
 char *rma__op_buf(struct rma_engine *e, uint64_t id, uint64_t ra, uint64_t l) { return NULL; }
 int rma__op_live(struct rma_engine *e, uint64_t id) { return 1; }
@@ -336,6 +347,7 @@ struct ibv_qp *__wrap_ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *
 	return q;
 }
 int __wrap_ibv_destroy_qp(struct ibv_qp *qp) { qp_destroys++; return 0; }
+static int modify_err_fails; /* moving a QP to ERR fails (EIO) */
 int __wrap_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 {
 	if (a->qp_state == IBV_QPS_RTR)
@@ -343,8 +355,10 @@ int __wrap_ibv_modify_qp(struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 	if (a->qp_state == IBV_QPS_RTS)
 		rts_of[qp - qps] = true;
 	if (a->qp_state == IBV_QPS_ERR) {
-		qp_in_err = 1;
 		modify_err_calls++;
+		if (modify_err_fails)
+			return EIO;
+		qp_in_err = 1;
 	}
 	return 0;
 }
@@ -425,6 +439,9 @@ static void reset_nic(void)
 	async_waiting = false;
 	async_acks = 0;
 	qp_creates = qp_destroys = qp_in_err = modify_err_calls = 0;
+	modify_err_fails = 0;
+	reenter = NULL;
+	dying_op = 0;
 	sq_head = sq_tail = posts = 0;
 	script_n = 0;
 	ndone = ready_calls = failed_calls = failed_err = kicks = 0;
@@ -646,6 +663,36 @@ static void test_abort_drains_before_reporting(void **state)
 	assert_true(done[0].res < 0);
 	assert_int_equal(qp_destroys, 1);
 	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
+}
+
+/* A drain that cannot start reports every chunk at once; each report of
+ * another op's chunk fails that op, whose abort re-enters the transport.
+ * Every chunk is reported once, the drain is asked for once, and the QP
+ * is destroyed once. */
+static void test_abort_drain_fails_reentered(void **state)
+{
+	struct vb_peer *p = up_peer();
+	for (uint64_t op = 7; op < 10; op++) {
+		assert_int_equal(post(p, op, RMA_OP_GET, 8), 0);
+		assert_int_equal(post(p, op, RMA_OP_PUT, 8), 0);
+	}
+	modify_err_fails = 1;
+	reenter = p;
+	dying_op = 7;
+	/* Everything was reported before abort returned: nothing pending. */
+	assert_int_equal(rma__verbs_ops.abort(&p->base, 7, -ETIMEDOUT), 0);
+	assert_int_equal(ndone, 6);
+	for (int i = 0; i < 6; i++) {
+		assert_int_equal(done[i].op_id, 7 + (uint64_t)i / 2);
+		assert_true(done[i].res < 0);
+	}
+	assert_int_equal(qp_destroys, 1);
+	assert_false(p->has_qp);
+	assert_int_equal(failed_calls, 1); /* the peer is lost once */
+	assert_int_equal(modify_err_calls, 1); /* no drain nested in one */
+	reenter = NULL;
+	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
+	assert_int_equal(ndone, 6);
 }
 
 static void test_credits_and_kick(void **state)
@@ -966,6 +1013,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_post_opcodes_keys, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_error_fails_its_op_then_replaces, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_abort_drains_before_reporting, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_abort_drain_fails_reentered, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_credits_and_kick, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_arm_polls_after_notify, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_async_qp_fatal, setup, teardown),

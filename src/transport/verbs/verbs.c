@@ -278,7 +278,11 @@ static void drained(struct vb_peer *p)
 {
 	int err = p->qp_err;
 
+	/* Each report may fail another op, whose abort asks for a drain
+	 * (start_drain): this one covers it. */
+	p->draining = true;
 	ring_fail_all(p, err);
+	p->draining = false;
 	rma__vqp_destroy(&p->qp);
 	p->has_qp = false;
 	p->qp_err = 0;
@@ -295,7 +299,7 @@ static void start_drain(struct vb_peer *p, int err)
 {
 	if (!p->qp_err)
 		p->qp_err = err;
-	if (!p->has_qp || p->qp.marker)
+	if (!p->has_qp || p->qp.marker || p->draining)
 		return;
 	if (rma__vqp_drain(&p->qp)) {
 		/* No marker, no proof: destroying the QP is all that is

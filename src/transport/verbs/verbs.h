@@ -73,6 +73,7 @@ struct vb_peer {
 	struct vb_chunk *ring;        /* in posting order */
 	uint32_t ring_cap, ring_head, ring_count;
 	int qp_err;                   /* the QP is in error: why (0: fine) */
+	bool draining;                /* drained() is reporting the ring */
 	bool stalled;                 /* post said -EAGAIN: kick on credits */
 };
 
