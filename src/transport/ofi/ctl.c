@@ -90,12 +90,18 @@ static void msg_put(uint8_t *b, uint32_t type, int32_t status, uint64_t a,
 }
 
 /* All or nothing: a peer that leaves 32-byte messages unread for a whole
- * socket buffer is broken. */
+ * socket buffer is broken.  Part of a message sent leaves the stream out
+ * of step for good: it is shut down, and the reader's loss path (end of
+ * stream) fails the connection as any other. */
 static int send_all(int fd, const void *b, size_t n)
 {
 	ssize_t r = send(fd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (r == (ssize_t)n)
 		return 0;
+	if (r > 0) {
+		shutdown(fd, SHUT_RDWR);
+		return -ECONNRESET;
+	}
 	return r < 0 && errno != EAGAIN ? -errno : -ENOBUFS;
 }
 

@@ -177,9 +177,12 @@ static int cq_errno(int err, int prov_errno)
  */
 static void reset_soon(struct ofi_peer *pe)
 {
-	if (!pe->reset_by)
+	/* The grace belongs to a due reset, and goes with it (peer_reset,
+	 * abort_timer): a move with no endpoint sets none, so a later break
+	 * gets its full grace. */
+	if (pe->reset_due && !pe->reset_by)
 		pe->reset_by = rma__now_ns() + OFI_RESET_GRACE_NS;
-	int64_t at = pe->n ? pe->reset_by : 0;
+	int64_t at = pe->n && pe->reset_due ? pe->reset_by : 0;
 	if (!rma__timer_armed(&pe->abort_tm) || pe->abort_tm.at > at)
 		rma__timer_arm(pe->ot->e, &pe->abort_tm, at);
 }
