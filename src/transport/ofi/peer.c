@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "transport/ofi/ofi.h"
 
@@ -485,6 +486,14 @@ void rma__ofi_disconnect(struct rma__peer *p, int err)
 	rma__timer_cancel(ot->e, &pe->abort_tm);
 	if (pe->oe && pe->n)
 		rma__ofi_cq_drain(pe->oe); /* take what has finished */
+	/* A broken connection's chunks are the provider's to report before
+	 * the close (reset_soon): a lost peer destroyed for a fresh one, or
+	 * by the engine, waits out what is left of that grace here. */
+	while (pe->oe && pe->n && pe->reset_due && rma__now_ns() < pe->reset_by) {
+		struct timespec ts = { 0, 200 * 1000 };
+		nanosleep(&ts, NULL);
+		rma__ofi_cq_drain(pe->oe);
+	}
 	rma__timer_cancel(ot->e, &pe->abort_tm);
 	peer_reset(pe, err); /* every chunk reported: no mapping is held */
 	if (pe->ctl)
