@@ -288,10 +288,11 @@ int rma__ofi_ep_open(struct ofi_tr *ot, struct ofi_peer *peer,
 			free(oe);
 			return -ENOMEM;
 		}
-		static unsigned seq;
+		static unsigned seq; /* shared by engines whose locks differ */
 		char name[96];
 		int n = snprintf(name, sizeof name, "%s-%u-%llx",
-				 (const char *)info->src_addr, ++seq,
+				 (const char *)info->src_addr,
+				 __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED),
 				 (unsigned long long)(rma__random_u64() & 0xffffff));
 		free(dup->src_addr);
 		dup->src_addr = strdup(name);
