@@ -794,8 +794,13 @@ static int vb_ad_pack(struct rma__transport *t, const struct rma__grant *g,
 	if (b[4])
 		memcpy(b + 5, vt->dom->gid.raw, 16);
 	if (mr) {
+		/* The window's address, not mr->addr: a dma-buf MR's addr is
+		 * the offset into the dma-buf, while the NIC knows it by the
+		 * address it was registered at (its iova). */
+		const char *base = rma__region_addr(rma__grant_region(g)) +
+				   rma__grant_off(g);
 		rma__put_le32(b + 21, mr->rkey);
-		rma__put_le64(b + 25, (uint64_t)(uintptr_t)mr->addr);
+		rma__put_le64(b + 25, (uint64_t)(uintptr_t)base);
 	}
 	memcpy(b + VB_AD_FIXED, vt->addr, vt->addr_len);
 	return (int)(VB_AD_FIXED + vt->addr_len);
