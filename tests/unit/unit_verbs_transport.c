@@ -884,6 +884,49 @@ static void test_ctl_replaces_errored_qp(void **state)
 	rma__verbs_ops.fini(b);
 }
 
+/* A WR error whose report fails another op: that op's abort cannot start
+ * a drain (the QP refuses ERR), so the QP is destroyed there and then and a
+ * new one is asked for over the control connection.  The completion that
+ * started it all must not drain the new QP: the peer is replaced, never
+ * reported failed. */
+static void test_wc_report_replaces_qp_once(void **state)
+{
+	struct rma__transport *b = NULL;
+	struct vb_peer *p;
+	int rc, before;
+
+	assert_int_equal(rma__verbs_ops.init(NULL, NULL, &b), 0);
+	p = connect_to(b, 42, &rc);
+	assert_int_equal(p->base.state, RMA__PEER_READY);
+	assert_int_equal(post(p, 7, RMA_OP_PUT, 8), 0);
+	assert_int_equal(post(p, 7, RMA_OP_GET, 8), 0);
+	assert_int_equal(post(p, 8, RMA_OP_PUT, 8), 0);
+	script[script_n++] = IBV_WC_REM_ACCESS_ERR;
+	modify_err_fails = 1;
+	reenter = p;
+	before = qp_destroys;
+	rma__verbs_ops.progress(t);
+	assert_int_equal(ndone, 3);
+	assert_int_equal(done[0].res, -EACCES);
+	assert_int_equal(qp_destroys, before + 1); /* the old QP only */
+	assert_true(p->has_qp);
+	assert_int_equal(p->base.state, RMA__PEER_CONNECTING);
+	reenter = NULL;
+	modify_err_fails = 0;
+	for (int i = 0; i < 200 && p->base.state != RMA__PEER_READY; i++)
+		pump(10);
+	assert_int_equal(p->base.state, RMA__PEER_READY);
+	assert_int_equal(failed_calls, 0);
+	assert_int_equal(post(p, 9, RMA_OP_PUT, 8), 0);
+	script[script_n++] = IBV_WC_SUCCESS;
+	rma__verbs_ops.progress(t);
+	assert_int_equal(ndone, 4);
+	assert_int_equal(done[3].op_id, 9);
+	assert_int_equal(done[3].res, 0);
+	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
+	rma__verbs_ops.fini(b);
+}
+
 /* rma_transport_raw's handles: the instance's device, PD, CQ and port;
  * rma_peer_raw's: the peer's own QP on top, until it is replaced. */
 static void test_raw_handles(void **state)
@@ -1024,6 +1067,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_disconnect_waits_for_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_handshake, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_replaces_errored_qp, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_wc_report_replaces_qp_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_target_refuses_garbage, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_wrong_engine, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_wrong_secret, setup, teardown),

@@ -285,6 +285,7 @@ static void drained(struct vb_peer *p)
 	p->draining = false;
 	rma__vqp_destroy(&p->qp);
 	p->has_qp = false;
+	p->qp_gen++;
 	p->qp_err = 0;
 	p->stalled = false; /* the new QP's readiness pumps the queue */
 	if (p->base.state == RMA__PEER_READY && rma__verbs_ctl_reset(p) == 0) {
@@ -313,9 +314,11 @@ static void on_wc(struct vb_tr *vt, const struct ibv_wc *wc)
 {
 	struct vb_peer *p = peer_of(vt, wc->qp_num);
 	int res = wc_errno(wc->status);
+	uint32_t gen;
 
 	if (!p)
 		return; /* a mirror QP's, or one already gone */
+	gen = p->qp_gen;
 	if (p->qp.marker && wc->wr_id == p->qp.marker) {
 		rma__vqp_retire(&p->qp, wc->wr_id);
 		drained(p);
@@ -325,7 +328,7 @@ static void on_wc(struct vb_tr *vt, const struct ibv_wc *wc)
 	if (res && res != -ECONNRESET && !p->qp_err)
 		rma__warn("verbs: work request failed: %s (vendor error 0x%x)",
 			  ibv_wc_status_str(wc->status), wc->vendor_err);
-	while (p->ring_count) {
+	while (p->ring_count && p->qp_gen == gen) {
 		struct vb_chunk *c = &p->ring[p->ring_head];
 		if (wc->wr_id < c->first)
 			break; /* belongs to nothing we track */
@@ -341,6 +344,10 @@ static void on_wc(struct vb_tr *vt, const struct ibv_wc *wc)
 			ring_pop(p, c->err);
 		break;
 	}
+	/* A report may have drained this QP already (an abort whose drain
+	 * could not start) and made a new one: that one is not in error. */
+	if (p->qp_gen != gen)
+		return;
 	/* Any error means the QP is in the error state (a flush, too: it
 	 * may have got there without telling us first). */
 	if (res)

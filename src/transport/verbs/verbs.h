@@ -69,6 +69,7 @@ struct vb_peer {
 	socklen_t salen;
 	struct rma__vqp qp;
 	bool has_qp;
+	uint32_t qp_gen;              /* bumped when the QP is destroyed */
 	struct vb_ctl *ctl;
 	struct vb_chunk *ring;        /* in posting order */
 	uint32_t ring_cap, ring_head, ring_count;
