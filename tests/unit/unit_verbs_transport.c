@@ -64,7 +64,9 @@ unsigned rma__grant_access(const struct rma__grant *g) { return g->access; }
 void **rma__grant_slot(struct rma__grant *g, const struct rma__transport *t) { return &g->slot; }
 
 #define MAXDONE 64
-static struct { uint64_t op_id, len; int res; } done[MAXDONE];
+static int qp_destroys;
+/* destroys: QPs destroyed when the report came */
+static struct { uint64_t op_id, len; int res, destroys; } done[MAXDONE];
 static int ndone;
 /* Set: a failed chunk of another op than dying_op fails that op, as the
  * core does, by aborting it (the transport is re-entered). */
@@ -77,6 +79,7 @@ void rma__xfer_done(struct rma_engine *e, uint64_t op_id, uint64_t len, int res)
 		done[ndone].op_id = op_id;
 		done[ndone].len = len;
 		done[ndone].res = res;
+		done[ndone].destroys = qp_destroys;
 	}
 	ndone++;
 	if (reenter && res < 0 && op_id != dying_op) {
@@ -334,7 +337,7 @@ int __wrap_ibv_dereg_mr(struct ibv_mr *mr) { mr_deregs++; last_dereg = mr; retur
 static struct ibv_qp qps[MAXQP], *cur_qp;
 static struct ibv_qp_attr rtr_of[MAXQP]; /* each QP's INIT->RTR attributes */
 static bool rts_of[MAXQP];
-static int qp_creates, qp_destroys, qp_in_err, modify_err_calls;
+static int qp_creates, qp_in_err, modify_err_calls;
 struct ibv_qp *__wrap_ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
 {
 	struct ibv_qp *q = &qps[qp_creates % MAXQP];
@@ -389,9 +392,12 @@ int __wrap_rma__ibv_post_send(struct ibv_qp *qp, struct ibv_send_wr *wr,
 }
 
 
+static int cq_dead; /* the CQ returns nothing, ever */
 int __wrap_rma__ibv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 {
 	int k = 0;
+	if (cq_dead)
+		return 0;
 	while (k < n && sq_head < sq_tail) {
 		enum ibv_wc_status st;
 		if (script_n) {
@@ -440,6 +446,7 @@ static void reset_nic(void)
 	async_acks = 0;
 	qp_creates = qp_destroys = qp_in_err = modify_err_calls = 0;
 	modify_err_fails = 0;
+	cq_dead = 0;
 	reenter = NULL;
 	dying_op = 0;
 	sq_head = sq_tail = posts = 0;
@@ -797,6 +804,24 @@ static void test_disconnect_waits_for_drain(void **state)
 	assert_int_equal(sq_head, sq_tail);
 }
 
+/* The marker never comes back (a CQ that returns nothing): disconnect
+ * gives up waiting, and then the QP is destroyed before any chunk is
+ * reported, since a chunk reported is memory the owner may reuse. */
+static void test_disconnect_timeout_destroys_first(void **state)
+{
+	struct vb_peer *p = up_peer();
+	assert_int_equal(post(p, 1, RMA_OP_GET, 8), 0);
+	assert_int_equal(post(p, 2, RMA_OP_PUT, 8), 0);
+	cq_dead = 1;
+	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
+	assert_int_equal(modify_err_calls, 1);
+	assert_int_equal(qp_destroys, 1);
+	assert_int_equal(ndone, 2);
+	assert_int_equal(done[0].destroys, 1);
+	assert_int_equal(done[1].destroys, 1);
+	assert_int_equal(done[0].res, -ECANCELED);
+}
+
 /* The control connection between two instances over loopback. */
 static struct vb_peer *connect_to(struct rma__transport *target, uint64_t id,
 				  int *rc)
@@ -1065,6 +1090,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_async_qp_fatal, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flush_alone_drains, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_disconnect_waits_for_drain, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_disconnect_timeout_destroys_first, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_handshake, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_replaces_errored_qp, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wc_report_replaces_qp_once, setup, teardown),

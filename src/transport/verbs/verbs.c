@@ -937,13 +937,18 @@ static void vb_disconnect(struct rma__peer *bp, int err)
 		while (p->has_qp && rma__now_ns() < end)
 			poll_cq(vt);
 	}
+	/* No proof came in time: destroying the QP is what stops the NIC,
+	 * and it must come before any chunk is reported. */
+	if (p->has_qp) {
+		rma__vqp_destroy(&p->qp);
+		p->has_qp = false;
+		p->qp_gen++;
+	}
 	ring_fail_all(p, err);
 	while (*pp && *pp != p)
 		pp = &(*pp)->next;
 	if (*pp)
 		*pp = p->next;
-	if (p->has_qp)
-		rma__vqp_destroy(&p->qp);
 	if (p->ctl)
 		rma__verbs_ctl_close(p->ctl);
 	free(p->ring);
