@@ -5,8 +5,10 @@
  *     ofi's control listener); this file says which tcp connections are
  *     silent or idle and how one is closed;
  *   - connections in the handshake have a short timer;
- *   - authenticated connections with nothing in flight close after an
- *     idle timeout;
+ *   - authenticated connections close after an idle timeout: no byte in
+ *     or out for that long, with nothing in flight or stuck mid-request
+ *     (a peer that stops halfway holds its slot no longer than an idle
+ *     one, and past the handshake time it may be evicted like one);
  *   - large socket buffers only after authentication, within a bound;
  *   - refusals are logged as counts, at most one line per interval.
  */
@@ -35,11 +37,20 @@ static bool adm_silent(struct rma__admitted *a)
 	return c->setup && rma__admit_silent(c->setup, c->w.fd);
 }
 
+/* Authenticated, and no byte in or out for longer than ns: whatever it
+ * holds (a request partly read, a payload or replies stuck), its peer
+ * has stopped. */
+static bool stalled(const struct conn *c, int64_t now, int64_t ns)
+{
+	return c->hs == HS_READY && now - c->last_active > ns;
+}
+
 static bool adm_idle(struct rma__admitted *a, int64_t *since)
 {
 	struct conn *c = container_of(a, struct conn, adm);
 	*since = c->last_active;
-	return idle(c);
+	return idle(c) ||
+	       stalled(c, rma__now_ns(), c->tt->admit.lim.handshake_ns);
 }
 
 static void adm_evict(struct rma__admitted *a)
@@ -103,8 +114,8 @@ static void tick(struct rma__timer *tm)
 		if (c->hs == HS_SETUP && now > c->hs_deadline) {
 			rma__refused(&tt->refusals, RMA__REFUSED_TIMEOUT, now);
 			rma__tcp_conn_kill(c, -ETIMEDOUT);
-		} else if (tt->admit.lim.idle_ns && idle(c) &&
-			   now - c->last_active > tt->admit.lim.idle_ns) {
+		} else if (tt->admit.lim.idle_ns &&
+			   stalled(c, now, tt->admit.lim.idle_ns)) {
 			rma__tcp_conn_kill(c, -ETIMEDOUT);
 		}
 	}
