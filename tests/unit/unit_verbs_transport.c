@@ -199,6 +199,8 @@ static struct ibv_pd fake_pd;
 static struct ibv_cq fake_cq;
 static struct ibv_comp_channel fake_ch;
 static int port_active_mask;             /* bit p: port p is active */
+static int mlx5_gids;                    /* a GID table as mlx5 fills it
+					  * (2: with no IPv4 address) */
 static int pd_allocs, cq_creates, mr_regs, mr_deregs, notify_calls, acks;
 static int pending_events;
 static struct ibv_comp_channel *cq_channel;
@@ -259,7 +261,7 @@ int __wrap_rma__ibv_query_port(struct ibv_context *c, uint8_t port,
 	pa->state = (port_active_mask >> port) & 1 ? IBV_PORT_ACTIVE : IBV_PORT_DOWN;
 	pa->link_layer = IBV_LINK_LAYER_ETHERNET;
 	pa->active_mtu = IBV_MTU_4096;
-	pa->gid_tbl_len = 3;
+	pa->gid_tbl_len = mlx5_gids ? 5 : 3;
 	pa->max_msg_sz = 1u << 30;
 	return 0;
 }
@@ -271,6 +273,19 @@ int __wrap_rma__ibv_query_gid_ex(struct ibv_context *c, uint32_t port,
 	e->gid_index = index;
 	/* index 0: RoCE v1, index 1: RoCE v2 */
 	e->gid_type = index == 0 ? IBV_GID_TYPE_ROCE_V1 : IBV_GID_TYPE_ROCE_V2;
+	if (mlx5_gids) {
+		/* As mlx5 fills it: the link-local GID as v1 (0) and v2 (1),
+		 * then the port's IPv4 address as v1 (2) and v2 (3). */
+		static const uint8_t ll[16] = { 0xfe, 0x80, [15] = 0x11 };
+		static const uint8_t v4[16] = { [10] = 0xff, [11] = 0xff,
+						10, 0, 0, 1 };
+		if (index > (mlx5_gids == 2 ? 1u : 3u)) {
+			errno = ENODATA;
+			return -1;
+		}
+		memcpy(e->gid.raw, index < 2 ? ll : v4, 16);
+		e->gid_type = index & 1 ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_ROCE_V1;
+	}
 	return 0;
 }
 struct ibv_pd *__wrap_ibv_alloc_pd(struct ibv_context *c) { pd_allocs++; return &fake_pd; }
@@ -439,6 +454,7 @@ static void reset_nic(void)
 	ndevs = 1;
 	list_errno = 0;
 	port_active_mask = 1 << 1;
+	mlx5_gids = 0;
 	pd_allocs = cq_creates = mr_regs = mr_deregs = notify_calls = acks = 0;
 	pending_events = 0;
 	notify_lands = 0;
@@ -530,6 +546,33 @@ static void test_probe_ports(void **state)
 	assert_non_null(strstr(why, "fake0 port 2 RoCE gid 1"));
 	/* rma info lists every port and its state. */
 	assert_non_null(strstr(why, "fake0: port 1 down (RoCE), port 2 active (RoCE)"));
+}
+
+/* On mlx5 the first RoCE v2 GID is the link-local one, which no router
+ * forwards: the IPv4-mapped v2 GID (index 3) is the one to advertise. */
+static void test_gid_prefers_routable_v2(void **state)
+{
+	struct rma__transport *x = NULL;
+	struct vb_tr *xv;
+
+	reset_nic();
+	mlx5_gids = 1;
+	assert_int_equal(rma__verbs_ops.init(NULL, NULL, &x), 0);
+	xv = container_of(x, struct vb_tr, base);
+	assert_int_equal(xv->dom->gid_index, 3);
+	assert_int_equal(xv->dom->gid.raw[10], 0xff);
+	assert_int_equal(xv->dom->gid.raw[12], 10);
+	assert_int_equal(xv->dom->gid.raw[15], 1);
+	rma__verbs_ops.fini(x);
+	/* Only link-local v2 GIDs: the first v2 still beats v1. */
+	reset_nic();
+	mlx5_gids = 2;
+	x = NULL;
+	assert_int_equal(rma__verbs_ops.init(NULL, NULL, &x), 0);
+	xv = container_of(x, struct vb_tr, base);
+	assert_int_equal(xv->dom->gid_index, 1);
+	assert_int_equal(xv->dom->gid.raw[0], 0xfe);
+	rma__verbs_ops.fini(x);
 }
 
 static void test_init_one_pd_one_cq(void **state)
@@ -1078,6 +1121,7 @@ int main(int argc, char **argv)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_probe_no_kernel),
 		cmocka_unit_test(test_probe_ports),
+		cmocka_unit_test(test_gid_prefers_routable_v2),
 		cmocka_unit_test_setup_teardown(test_init_one_pd_one_cq, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mem_reg_least_access, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_grant_rkey_scope, setup, teardown),

@@ -46,13 +46,29 @@ static bool port_active(struct ibv_context *ctx, int port, struct ibv_port_attr 
 	       pa->state == IBV_PORT_ACTIVE;
 }
 
-/* RoCE needs a GID; prefer a RoCE v2 one (routable over IP), as the
- * reference does.  InfiniBand routes by LID within a subnet: no GID. */
+/* fe80::/10: valid on one link only. */
+static bool gid_link_local(const union ibv_gid *g)
+{
+	return g->raw[0] == 0xfe && (g->raw[1] & 0xc0) == 0x80;
+}
+
+static bool gid_zero(const union ibv_gid *g)
+{
+	static const uint8_t z[16];
+	return !memcmp(g->raw, z, sizeof z);
+}
+
+/* RoCE needs a GID.  Prefer a RoCE v2 one (routable over IP) that is not
+ * link-local: the first v2 entry is usually fe80::, which reaches nothing
+ * past a router, while an IPv4-mapped or global one does.  Else the first
+ * v2, else the first of any type.  InfiniBand routes by LID within a
+ * subnet: no GID. */
 static int pick_gid(struct ibv_context *ctx, int port,
 		    const struct ibv_port_attr *pa, int want, union ibv_gid *gid)
 {
 	struct ibv_gid_entry ge;
-	int i, fallback = -1;
+	union ibv_gid v2g, anyg;
+	int i, v2 = -1, any = -1;
 
 	if (want >= 0) {
 		if (want >= pa->gid_tbl_len ||
@@ -67,15 +83,29 @@ static int pick_gid(struct ibv_context *ctx, int port,
 		if (rma__ibv_query_gid_ex(ctx, (uint32_t)port, (uint32_t)i, &ge))
 			continue;
 		if (ge.gid_type == IBV_GID_TYPE_ROCE_V2) {
-			*gid = ge.gid;
-			return i;
+			if (!gid_link_local(&ge.gid) && !gid_zero(&ge.gid)) {
+				*gid = ge.gid;
+				return i;
+			}
+			if (v2 < 0) {
+				v2g = ge.gid;
+				v2 = i;
+			}
 		}
-		if (fallback < 0) {
-			*gid = ge.gid;
-			fallback = i;
+		if (any < 0) {
+			anyg = ge.gid;
+			any = i;
 		}
 	}
-	return fallback >= 0 ? fallback : -ENOENT;
+	if (v2 >= 0) {
+		*gid = v2g;
+		return v2;
+	}
+	if (any >= 0) {
+		*gid = anyg;
+		return any;
+	}
+	return -ENOENT;
 }
 
 static void dom_release(struct rma__vdom *d)
