@@ -141,19 +141,32 @@ int rma__shm_recv(int fd, struct shm_msg *m, int *fd_out)
 	struct iovec iov = {b, sizeof b};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1,
 			    .msg_control = u.buf, .msg_controllen = sizeof u.buf};
-	int got = -1;
+	int got = -1, nfds = 0;
 
 	ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
 	if (n == 0)
 		return -ECONNRESET;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c))
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-		    c->cmsg_len == CMSG_LEN(sizeof(int)))
-			memcpy(&got, CMSG_DATA(c), sizeof got);
+	/* Every fd the kernel put in the control data is ours now, however
+	 * many came (a truncated cmsg still holds those that fit): keep the
+	 * first, close the rest, and refuse all but exactly one. */
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS ||
+		    c->cmsg_len < CMSG_LEN(0))
+			continue;
+		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t j = 0; j < k; j++) {
+			int f;
+			memcpy(&f, CMSG_DATA(c) + j * sizeof f, sizeof f);
+			if (nfds++)
+				close(f);
+			else
+				got = f;
+		}
+	}
 	if (n != SHM_MSG_LEN || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
-	    (got >= 0 && !fd_out)) {
+	    nfds > 1 || (got >= 0 && !fd_out)) {
 		if (got >= 0)
 			close(got);
 		return -EPROTO;
