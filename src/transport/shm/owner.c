@@ -29,7 +29,14 @@ static void row_free(struct shm_tr *st, unsigned i)
 	memset(r, 0, sizeof *r);
 }
 
-static void srv_close(struct shm_srv *s)
+/*
+ * bye: the initiator closed the connection, which it does only once its
+ * engine has stopped copying and unmapped its row.  When we close it, a live
+ * initiator still maps its row writable and copies until it sees the hang-up
+ * (or is inside a copy now): the row is quarantined until it exits, else a
+ * new user of the row would share the word with it.
+ */
+static void srv_close(struct shm_srv *s, bool bye)
 {
 	struct shm_tr *st = s->st;
 	struct shm_srv **pp = &st->served;
@@ -40,9 +47,8 @@ static void srv_close(struct shm_srv *s)
 	st->nserved--;
 	if (s->row >= 0) {
 		struct shm_rowst *r = &st->rows[s->row];
-		if (atomic_load(&shm_row_at(st->tab, (unsigned)s->row)->cur) &&
-		    !rma__shm_pid_dead(r->pidfd))
-			r->s = NULL; /* still inside a copy: quarantined */
+		if (!bye && !rma__shm_pid_dead(r->pidfd))
+			r->s = NULL; /* quarantined */
 		else
 			row_free(st, (unsigned)s->row);
 		s->row = -1;
@@ -86,12 +92,12 @@ static void answer_map(struct shm_srv *s, uint64_t id, uint64_t key)
 		if (g->id == id && g->r == kr) {
 			m.b = rma__region_len(g->r);
 			if (rma__shm_send(s->w.fd, &m, rma__region_fd(g->r)))
-				srv_close(s);
+				srv_close(s, false);
 			return;
 		}
 	m.status = -EKEYREJECTED; /* released meanwhile, or not this key's */
 	if (rma__shm_send(s->w.fd, &m, -1))
-		srv_close(s);
+		srv_close(s, false);
 }
 
 static void srv_cb(struct rma__watch *w, uint32_t ev)
@@ -112,7 +118,7 @@ static void srv_cb(struct rma__watch *w, uint32_t ev)
 		if (rc) {
 			rma__refused(&st->refusals, rc == -EACCES ? RMA__REFUSED_SECRET
 					: RMA__REFUSED_PROTO, rma__now_ns());
-			srv_close(s);
+			srv_close(s, false);
 			return;
 		}
 		rma__watch_mod(st->e, w, EPOLLIN);
@@ -141,7 +147,7 @@ static void srv_cb(struct rma__watch *w, uint32_t ev)
 		}
 	}
 	if (rc < 0 || (ev & (EPOLLHUP | EPOLLERR)))
-		srv_close(s);
+		srv_close(s, rc == -ECONNRESET || (ev & EPOLLHUP));
 }
 
 static void accept_cb(struct rma__watch *w, uint32_t ev)
@@ -227,7 +233,7 @@ int rma__shm_owner_init(struct shm_tr *st)
 void rma__shm_owner_fini(struct shm_tr *st)
 {
 	while (st->served)
-		srv_close(st->served);
+		srv_close(st->served, false);
 	for (unsigned i = 0; i < SHM_ROWS; i++)
 		if (st->rows[i].used)
 			row_free(st, i);
@@ -270,7 +276,7 @@ void rma__shm_drain(struct shm_tr *st, uint32_t slot)
 					  "bytes, may still land)", (int)r->pid,
 					  st->drain_ms, (unsigned long long)st->max_msg);
 				if (r->s)
-					srv_close(r->s);
+					srv_close(r->s, false);
 				break;
 			}
 			sched_yield();
@@ -285,7 +291,7 @@ void rma__shm_unmap_notify(struct shm_tr *st, uint32_t region_id)
 		next = s->next;
 		int rc = s->row >= 0 ? rma__shm_send(s->w.fd, &m, -1) : 0;
 		if (rc && rc != -EAGAIN)
-			srv_close(s);
+			srv_close(s, false);
 	}
 }
 
@@ -296,7 +302,7 @@ void rma__shm_owner_expire(struct shm_tr *st, int64_t now)
 		next = s->next;
 		if (s->row < 0 && now > s->hs_deadline) {
 			rma__refused(&st->refusals, RMA__REFUSED_TIMEOUT, now);
-			srv_close(s);
+			srv_close(s, false);
 		}
 	}
 }

@@ -51,6 +51,13 @@ static void peer_close(struct shm_peer *p)
 {
 	if (p->w.fd < 0)
 		return;
+	/* No copy after this (the peer is failed or gone, and copies end
+	 * inside post): the row goes first, since the owner hands it to
+	 * another initiator once it sees us close. */
+	if (p->row) {
+		munmap(p->row, SHM_PAGE);
+		p->row = NULL;
+	}
 	rma__watch_retire(p->st->e, &p->w);
 	close(p->w.fd);
 	p->w.fd = -1;
