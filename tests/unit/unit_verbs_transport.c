@@ -7,6 +7,7 @@
  * needed; what is proven is what the transport asks of libibverbs and what
  * it reports to the core.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -19,6 +20,7 @@
 #include <time.h>
 #include <poll.h>
 #include <sys/epoll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -27,6 +29,9 @@
 
 #include "transport/verbs/ibv.h"
 #include "transport/verbs/verbs.h"
+/* The listener's caps, built in here rather than linked: the real code,
+ * over this file's recording core. */
+#include "transport/admit.c"
 
 extern const struct rma__transport_ops rma__verbs_ops;
 
@@ -441,6 +446,22 @@ int __wrap_rma__ibv_poll_cq(struct ibv_cq *cq, int n, struct ibv_wc *wc)
 	return k;
 }
 
+/* accept4, for the control listener: it can be out of fds. */
+static int accept_emfile, accept_calls;
+int accept4(int fd, struct sockaddr *sa, socklen_t *sl, int flags)
+{
+	static int (*real)(int, struct sockaddr *, socklen_t *, int);
+	accept_calls++;
+	if (accept_emfile) {
+		errno = EMFILE;
+		return -1;
+	}
+	if (!real)
+		real = (int (*)(int, struct sockaddr *, socklen_t *, int))
+			dlsym(RTLD_NEXT, "accept4");
+	return real(fd, sa, sl, flags);
+}
+
 /* ---- fixtures ---- */
 
 static struct rma__transport *t;
@@ -463,6 +484,7 @@ static void reset_nic(void)
 	qp_creates = qp_destroys = qp_in_err = modify_err_calls = 0;
 	modify_err_fails = 0;
 	cq_dead = 0;
+	accept_emfile = accept_calls = 0;
 	reenter = NULL;
 	dying_op = 0;
 	sq_head = sq_tail = posts = 0;
@@ -1085,6 +1107,113 @@ static void test_ctl_target_refuses_garbage(void **state)
 	rma__verbs_ops.fini(b);
 }
 
+/* A raw TCP connection to a target's control listener. */
+static int raw_dial(struct vb_tr *target)
+{
+	struct sockaddr_storage sa;
+	socklen_t sl = sizeof sa;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	assert_true(fd >= 0);
+	assert_int_equal(getsockname(target->lw.fd, (struct sockaddr *)&sa, &sl), 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sl), 0);
+	return fd;
+}
+
+/* What an initiator sends first: a well-formed setup message 1. */
+static void raw_hello(int fd)
+{
+	uint8_t b[RMA__SETUP_HDR_SIZE + RMA__VQP_INFO_LEN];
+	struct rma__setup_msg m = { .step = 1, .kind = VB_SETUP_KIND,
+				    .blob_len = RMA__VQP_INFO_LEN,
+				    .engine_id = 7, .nonce = 1 };
+	memset(b, 0, sizeof b);
+	rma__setup_msg_encode(&m, b);
+	(void)!send(fd, b, sizeof b, MSG_NOSIGNAL);
+}
+
+/* Connections that never authenticate cost the target no more QPs than
+ * its handshake cap: none while they say nothing, at most max_handshakes
+ * once they send a first message.  A real initiator still gets in. */
+static void test_ctl_listener_caps_qps(void **state)
+{
+	struct rma__topts o = { { "max_handshakes" }, { "4" }, 1 };
+	struct rma__transport *b = NULL;
+	struct vb_tr *bv;
+	struct vb_peer *p;
+	int fds[20], live0, rc, i;
+
+	assert_int_equal(rma__verbs_ops.init(NULL, &o, &b), 0);
+	bv = container_of(b, struct vb_tr, base);
+	assert_int_equal(bv->admit.lim.handshakes, 4);
+	assert_int_equal(bv->admit.lim.handshake_ns, 3000 * 1000000LL);
+	live0 = qp_creates - qp_destroys;
+	for (i = 0; i < 10; i++)
+		fds[i] = raw_dial(bv);
+	for (i = 0; i < 5; i++)
+		pump(10);
+	assert_int_equal(qp_creates - qp_destroys, live0);
+	assert_true(bv->admit.nhandshakes <= 4);
+	for (i = 10; i < 20; i++) {
+		fds[i] = raw_dial(bv);
+		raw_hello(fds[i]);
+	}
+	for (i = 0; i < 5; i++)
+		pump(10);
+	assert_true(qp_creates - qp_destroys - live0 <= 4);
+	assert_true(qp_creates - qp_destroys - live0 > 0);
+	assert_true(bv->admit.nhandshakes <= 4);
+	p = connect_to(b, 42, &rc);
+	assert_int_equal(rc, 0);
+	assert_int_equal(p->base.state, RMA__PEER_READY);
+	assert_int_equal(bv->admit.nconns, 1);
+	/* The rest have handshake_ms (3 s) to authenticate, not 10. */
+	rma__verbs_ctl_tick(bv, rma__now_ns() + 2500 * 1000000LL);
+	assert_true(bv->admit.nhandshakes > 0);
+	rma__verbs_ctl_tick(bv, rma__now_ns() + 3500 * 1000000LL);
+	assert_int_equal(bv->admit.nhandshakes, 0);
+	assert_int_equal(qp_creates - qp_destroys - live0, 2); /* p and its mirror */
+	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
+	for (i = 0; i < 20; i++)
+		close(fds[i]);
+	rma__verbs_ops.fini(b);
+}
+
+/* Out of fds, the level-triggered listener would fire for ever: a
+ * handshake is shed, and with none left the listener pauses until the
+ * tick. */
+static void test_ctl_listener_emfile_pauses(void **state)
+{
+	struct rma__transport *b = NULL;
+	struct vb_tr *bv;
+	int a, c, i;
+
+	assert_int_equal(rma__verbs_ops.init(NULL, NULL, &b), 0);
+	bv = container_of(b, struct vb_tr, base);
+	a = raw_dial(bv);
+	pump(10);
+	assert_int_equal(bv->admit.nhandshakes, 1);
+	accept_emfile = 1;
+	c = raw_dial(bv);
+	pump(10);
+	assert_int_equal(bv->admit.nhandshakes, 0); /* shed for an fd */
+	assert_false(bv->listen_paused);
+	accept_calls = 0;
+	for (i = 0; i < 5; i++)
+		pump(10);
+	assert_int_equal(accept_calls, 1);
+	assert_true(bv->listen_paused);
+	/* Fds again: the tick listens again and the waiting one gets in. */
+	accept_emfile = 0;
+	rma__verbs_ctl_tick(bv, rma__now_ns());
+	assert_false(bv->listen_paused);
+	pump(10);
+	assert_int_equal(bv->admit.nhandshakes, 1);
+	close(a);
+	close(c);
+	rma__verbs_ops.fini(b);
+}
+
 static void test_ctl_wrong_engine(void **state)
 {
 	struct rma__transport *b = NULL;
@@ -1139,6 +1268,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_ctl_replaces_errored_qp, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_wc_report_replaces_qp_once, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_target_refuses_garbage, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ctl_listener_caps_qps, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ctl_listener_emfile_pauses, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_wrong_engine, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ctl_wrong_secret, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_raw_handles, setup, teardown),

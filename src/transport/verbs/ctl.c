@@ -4,7 +4,9 @@
  * the advertisement named) with the QP info as each side's blob.
  *
  *   initiator                          target
- *   QP in RESET, connect()   ------>   accept, mirror QP in RESET
+ *   QP in RESET, connect()   ------>   accept
+ *   setup (blob: its info)   ------>   its first message whole: mirror
+ *                                      QP in RESET
  *   setup (blob: its info)   <----->   setup (blob: its info)
  *                                      mirror QP to RTS (it answers only)
  *   QP to RTS, peer ready    <------   one byte 0: "the mirror is up"
@@ -19,6 +21,11 @@
  * replaces its mirror and answers 'R' and the new mirror's info.  Ops
  * queued meanwhile wait (the peer is connecting again), so one bad op
  * fails only itself and what was in flight beside it.
+ *
+ * The listener admits through admit.h's caps, as ofi's control listener
+ * does: a connection that never sends its first message costs a socket,
+ * no QP, and the QPs made for unauthenticated ones are bounded by the
+ * handshake caps.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -34,6 +41,7 @@
 
 enum {
 	CTL_CONNECTING, /* initiator: connect() in progress */
+	CTL_HELLO,      /* target: the initiator's first message not all in */
 	CTL_SETUP,      /* the handshake */
 	CTL_WAIT_UP,    /* initiator: waiting for the target's byte */
 	CTL_UP,
@@ -41,6 +49,8 @@ enum {
 };
 
 #define RESET_LEN (1 + RMA__VQP_INFO_LEN)
+/* The initiator's first setup message: a header and its QP info. */
+#define HELLO_LEN (RMA__SETUP_HDR_SIZE + RMA__VQP_INFO_LEN)
 
 struct vb_ctl {
 	struct rma__watch w;
@@ -55,6 +65,7 @@ struct vb_ctl {
 	uint8_t rbuf[RESET_LEN];  /* a reset message coming in */
 	size_t rhave;
 	struct rma__setup s;
+	struct rma__admitted adm; /* target: its address, its place in the caps */
 };
 
 static void ctl_release(struct rma__watch *w)
@@ -76,8 +87,10 @@ static void served_unlink(struct vb_ctl *c)
 /* Close; the memory goes once no thread can hold an event for it. */
 void rma__verbs_ctl_close(struct vb_ctl *c)
 {
-	if (!c->peer)
+	if (!c->peer) {
 		served_unlink(c);
+		rma__admit_drop(&c->vt->admit, &c->adm);
+	}
 	if (c->has_qp) {
 		/* A mirror posts nothing: no DMA of ours to wait for. */
 		rma__vqp_destroy(&c->qp);
@@ -212,6 +225,46 @@ static int mirror_reset(struct vb_ctl *c)
 	return rc ? rc : send_reset(c, &c->qp);
 }
 
+/* Target: 1 once the initiator's first message is whole in the socket
+ * (peeked, left for the handshake to read), 0 not yet, or -errno; a
+ * header that cannot be a verbs client's ends it at once.  SO_RCVLOWAT
+ * keeps a message sent in pieces from waking us for each. */
+static int hello_in(struct vb_ctl *c)
+{
+	uint8_t b[HELLO_LEN];
+	struct rma__setup_msg m;
+	int one = 1;
+	ssize_t n = recv(c->w.fd, b, sizeof b, MSG_PEEK | MSG_DONTWAIT);
+
+	if (n < 0)
+		return errno == EAGAIN || errno == EINTR ? 0 : -errno;
+	if (n == 0)
+		return -ECONNRESET;
+	if (n >= RMA__SETUP_HDR_SIZE &&
+	    (rma__setup_msg_decode(b, RMA__SETUP_HDR_SIZE, &m) || m.step != 1 ||
+	     m.kind != VB_SETUP_KIND || m.blob_len != RMA__VQP_INFO_LEN))
+		return -EPROTO;
+	if (n < (ssize_t)sizeof b)
+		return 0;
+	setsockopt(c->w.fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one);
+	return 1;
+}
+
+/* Target: the mirror QP is made once the initiator has spoken, so a
+ * socket that never does costs no QP. */
+static int hello_step(struct vb_ctl *c)
+{
+	int rc = hello_in(c);
+
+	if (rc <= 0)
+		return rc;
+	rc = rma__verbs_new_qp(c->vt, &c->qp);
+	if (rc)
+		return rc;
+	c->has_qp = true;
+	return setup_start(c, true, &c->qp);
+}
+
 static void ctl_cb(struct rma__watch *w, uint32_t events)
 {
 	struct vb_ctl *c = container_of(w, struct vb_ctl, w);
@@ -231,6 +284,18 @@ static void ctl_cb(struct rma__watch *w, uint32_t events)
 			return;
 		}
 	}
+	if (c->step == CTL_HELLO) {
+		rc = hello_step(c);
+		if (rc) {
+			if (rc == -EPROTO)
+				rma__refused(&c->vt->refusals, RMA__REFUSED_PROTO,
+					     rma__now_ns());
+			ctl_fail(c, rc);
+			return;
+		}
+		if (c->step == CTL_HELLO)
+			return;
+	}
 	if (c->step == CTL_SETUP) {
 		rc = rma__setup_run(&c->s);
 		if (rc == -EINPROGRESS) {
@@ -239,10 +304,21 @@ static void ctl_cb(struct rma__watch *w, uint32_t events)
 				ctl_fail(c, rc);
 			return;
 		}
+		/* Authenticated: within the caps on authenticated control
+		 * connections, or refused (closed). */
+		if (rc == 0 && !c->peer && !rma__admit_up(&c->vt->admit, &c->adm))
+			return;
 		if (rc == 0)
 			rc = setup_done(c);
 		if (rc) {
-			if (rc == -EACCES)
+			/* A target counts refusals: a flood must not flood
+			 * the log. */
+			if (!c->peer && (rc == -EACCES || rc == -EPROTO))
+				rma__refused(&c->vt->refusals,
+					     rc == -EACCES ? RMA__REFUSED_SECRET
+							   : RMA__REFUSED_PROTO,
+					     rma__now_ns());
+			else if (rc == -EACCES)
 				rma__warn("verbs: peer refused: wrong secret");
 			ctl_fail(c, rc);
 		}
@@ -300,33 +376,89 @@ static struct vb_ctl *ctl_new(struct vb_tr *vt, int fd)
 
 static void accept_cb(struct rma__watch *w, uint32_t ev)
 {
-	for (;;) {
-		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
+	struct vb_tr *vt = container_of(w, struct vb_tr, lw);
+	int lowat = HELLO_LEN;
+
+	/* A bounded batch: a peer reconnecting as fast as we accept must
+	 * not hold this loop. */
+	for (int i = 0; i < 32; i++) {
+		struct sockaddr_storage sa;
+		socklen_t sl = sizeof sa;
+		uint8_t raddr[16];
+		struct vb_ctl *c;
+		int fd = accept4(w->fd, (struct sockaddr *)&sa, &sl,
+				 SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EMFILE && errno != ENFILE)
+				return;
+			/* Out of fds: shed a handshake and come back next
+			 * round; with none to shed, stop listening until
+			 * the tick rather than spin on a level-triggered
+			 * listener. */
+			rma__refused(&vt->refusals, RMA__REFUSED_LIMIT, rma__now_ns());
+			if (vt->admit.nhandshakes)
+				rma__admit_make_room(&vt->admit, NULL);
+			else if (!rma__watch_mod(vt->e, &vt->lw, 0))
+				vt->listen_paused = true;
 			return;
+		}
+		/* One address cannot hold every handshake slot: its own
+		 * oldest goes first. */
+		rma__admit_raddr(&sa, raddr);
+		rma__admit_make_room(&vt->admit, raddr);
 		rma__tcp_tune_accepted(fd); /* no Nagle wait on the last byte */
-		struct vb_tr *vt = container_of(w, struct vb_tr, lw);
-		struct vb_ctl *c = ctl_new(vt, fd);
+		setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat);
+		c = ctl_new(vt, fd);
 		if (!c) {
 			close(fd);
 			continue;
 		}
-		if (rma__verbs_new_qp(vt, &c->qp)) {
-			close(fd);
-			free(c);
-			continue;
-		}
-		c->has_qp = true;
-		if (setup_start(c, true, &c->qp) ||
-		    rma__watch_add(vt->e, &c->w, EPOLLIN)) {
-			rma__vqp_destroy(&c->qp);
+		memcpy(c->adm.raddr, raddr, 16);
+		c->step = CTL_HELLO;
+		c->deadline = rma__now_ns() + vt->admit.lim.handshake_ns;
+		if (rma__watch_add(vt->e, &c->w, EPOLLIN)) {
 			close(fd);
 			free(c);
 			continue;
 		}
 		c->next = vt->served;
 		vt->served = c;
+		rma__admit_handshake(&vt->admit, &c->adm);
 	}
+}
+
+/* The caps' view of a control connection (admit.h).  None is ever idle:
+ * closing it would take its peer's mirror QP. */
+static bool adm_silent(struct rma__admitted *a)
+{
+	struct vb_ctl *c = container_of(a, struct vb_ctl, adm);
+	uint8_t b;
+	return c->step == CTL_HELLO &&
+	       recv(c->w.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) <= 0;
+}
+
+static void adm_evict(struct rma__admitted *a)
+{
+	rma__verbs_ctl_close(container_of(a, struct vb_ctl, adm));
+}
+
+static const struct rma__admit_ops adm_ops = {
+	.silent = adm_silent,
+	.evict = adm_evict,
+};
+
+int rma__verbs_ctl_limits(struct vb_tr *vt, const struct rma__topts *o)
+{
+	static const struct rma__admit_limits dflt = {
+		.conns = 4096, .handshakes = 64, .addr_conns = 1024,
+		.addr_handshakes = 32, .handshake_ns = 3000 * 1000000LL,
+		.idle_ns = -1, /* no idle timeout */
+	};
+	vt->admit.ops = &adm_ops;
+	vt->admit.refusals = &vt->refusals;
+	vt->refusals.who = "verbs";
+	vt->refusals.interval_ns = 10 * 1000000000LL;
+	return rma__admit_options("verbs", o, &dflt, &vt->admit.lim);
 }
 
 int rma__verbs_ctl_listen(struct vb_tr *vt, const char *at, const char *advertise)
@@ -376,12 +508,18 @@ void rma__verbs_ctl_tick(struct vb_tr *vt, int64_t now)
 {
 	for (struct vb_ctl *c = vt->served, *next; c; c = next) {
 		next = c->next;
-		if (c->step != CTL_UP && now > c->deadline)
+		if (c->step != CTL_UP && now > c->deadline) {
+			rma__refused(&vt->refusals, RMA__REFUSED_TIMEOUT, now);
 			ctl_fail(c, -ETIMEDOUT);
+		}
 	}
 	for (struct vb_peer *p = vt->peers; p; p = p->next)
 		if (p->ctl && p->ctl->step != CTL_UP && now > p->ctl->deadline)
 			ctl_fail(p->ctl, -ETIMEDOUT);
+	rma__refusals_log(&vt->refusals, now);
+	/* Out of fds a tick ago: listen again (it pauses again if still). */
+	if (vt->listen_paused && !rma__watch_mod(vt->e, &vt->lw, EPOLLIN))
+		vt->listen_paused = false;
 }
 
 void rma__verbs_ctl_fini(struct vb_tr *vt)

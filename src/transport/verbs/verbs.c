@@ -536,6 +536,12 @@ static const struct rma__topt_desc vb_options[] = {
 	{"retry", "retries 0-7 (7)"},
 	{"rnr_retry", "RNR retries 0-7 (7)"},
 	{"rd_atomic", "reads in flight (16, device-capped)"},
+	/* The control listener's limits (ctl.c, transport/admit.h). */
+	{"max_conns", "authenticated control connections (4096)"},
+	{"max_handshakes", "control connections in the handshake (64)"},
+	{"max_addr_conns", "authenticated, per remote address (1024)"},
+	{"max_addr_handshakes", "in the handshake, per remote address (32)"},
+	{"handshake_ms", "time to authenticate (3000)"},
 	{NULL, NULL},
 };
 
@@ -629,6 +635,8 @@ static int vb_init(struct rma_engine *e, const struct rma__topts *o,
 	if (!vt)
 		return -ENOMEM;
 	rc = parse_opts(o, &sel, &vt->qcfg);
+	if (!rc)
+		rc = rma__verbs_ctl_limits(vt, o);
 	if (rc)
 		goto fail;
 	rc = open_dom(&sel, &vt->dom, why, sizeof why);

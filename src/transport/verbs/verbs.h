@@ -15,12 +15,13 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "transport/admit.h"
 #include "transport/transport.h"
 #include "transport/verbs/qp.h"
 #include "util/util.h"
 
 #define VB_CQ_BATCH 32
-#define VB_HANDSHAKE_NS (10LL * 1000000000)
+#define VB_HANDSHAKE_NS (10LL * 1000000000) /* initiator side */
 #define VB_DRAIN_WAIT_NS (2LL * 1000000000) /* disconnect's bounded wait */
 #define VB_SETUP_KIND 1                     /* setup.h kind: verbs QPs */
 #define VB_ADDR_MAX 19                      /* tcp-style address blob */
@@ -44,6 +45,9 @@ struct vb_tr {
 	struct vb_async *aw;          /* the device's async event fd */
 	bool armed;                   /* ibv_req_notify_cq is pending */
 	struct rma__watch lw;         /* control listener */
+	bool listen_paused;           /* out of fds: listening again next tick */
+	struct rma__admit admit;      /* the listener's caps (admit.h) */
+	struct rma__refusals refusals;
 	struct rma__vqp_cfg qcfg;
 	uint64_t engine_id;
 	uint8_t key[16];              /* setup proof key */
@@ -79,6 +83,8 @@ struct vb_peer {
 };
 
 /* ctl.c */
+/* The control listener's caps from the options (ofi's names and defaults). */
+int rma__verbs_ctl_limits(struct vb_tr *vt, const struct rma__topts *o);
 int rma__verbs_ctl_listen(struct vb_tr *vt, const char *at, const char *advertise);
 int rma__verbs_ctl_connect(struct vb_peer *p);
 /* The peer's QP was drained after an error: make a new one and connect it
