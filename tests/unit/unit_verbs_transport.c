@@ -207,7 +207,7 @@ static int port_active_mask;             /* bit p: port p is active */
 static int mlx5_gids;                    /* a GID table as mlx5 fills it
 					  * (2: with no IPv4 address) */
 static int pd_allocs, cq_creates, mr_regs, mr_deregs, notify_calls, acks;
-static int pending_events;
+static int pending_events, cq_made;
 static struct ibv_comp_channel *cq_channel;
 
 struct ibv_device **__wrap_rma__ibv_get_device_list(int *n)
@@ -309,6 +309,7 @@ struct ibv_cq *__wrap_ibv_create_cq(struct ibv_context *c, int cqe, void *ctx,
 				    struct ibv_comp_channel *ch, int vec)
 {
 	cq_creates++;
+	cq_made++;
 	cq_channel = ch;
 	return &fake_cq;
 }
@@ -477,7 +478,7 @@ static void reset_nic(void)
 	port_active_mask = 1 << 1;
 	mlx5_gids = 0;
 	pd_allocs = cq_creates = mr_regs = mr_deregs = notify_calls = acks = 0;
-	pending_events = 0;
+	pending_events = cq_made = 0;
 	notify_lands = 0;
 	async_waiting = false;
 	async_acks = 0;
@@ -836,6 +837,47 @@ static void test_async_qp_fatal(void **state)
 	assert_int_equal(failed_calls, 1);
 	assert_int_equal(failed_err, -EIO);
 	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
+}
+
+/* The CQ overran (async CQ_ERR): no completion, no drain marker, will
+ * ever come back on it.  The QP is destroyed, its chunk reported, the
+ * peer failed so that the core connects anew, and the CQ replaced. */
+static void test_async_cq_err(void **state)
+{
+	struct vb_peer *p = up_peer(), *q;
+	struct rma__watch *aw = (struct rma__watch *)vt->aw;
+	assert_int_equal(post(p, 1, RMA_OP_GET, 8), 0);
+	cq_dead = 1;
+	pending_async.event_type = IBV_EVENT_CQ_ERR;
+	pending_async.element.cq = vt->cq->cq;
+	async_waiting = true;
+	aw->cb(aw, EPOLLIN);
+	rma__verbs_ops.progress(t);
+	assert_int_equal(async_acks, 1);
+	assert_int_equal(ndone, 1);
+	assert_int_equal(done[0].op_id, 1);
+	assert_true(done[0].res < 0);
+	assert_int_equal(done[0].destroys, 1); /* the QP went first */
+	assert_false(p->has_qp);
+	assert_int_equal(failed_calls, 1);
+	assert_int_equal(failed_err, -EIO);
+	/* A new CQ, and the old one gone once its QP went. */
+	assert_int_equal(cq_made, 2);
+	assert_int_equal(cq_creates, 1);
+	assert_int_equal(vt->cq->refs, 1);
+	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
+	assert_int_equal(ndone, 1);
+	/* A peer made afterwards works on the new CQ (the destroyed QP's
+	 * WR never completes). */
+	cq_dead = 0;
+	sq_head = sq_tail;
+	q = up_peer();
+	assert_int_equal(post(q, 2, RMA_OP_PUT, 8), 0);
+	script[script_n++] = IBV_WC_SUCCESS;
+	rma__verbs_ops.progress(t);
+	assert_int_equal(ndone, 2);
+	assert_int_equal(done[1].res, 0);
+	rma__verbs_ops.disconnect(&q->base, -ECANCELED);
 }
 
 /* A flushed completion with no error seen before (the QP went to error
@@ -1261,6 +1303,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test_setup_teardown(test_credits_and_kick, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_arm_polls_after_notify, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_async_qp_fatal, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_async_cq_err, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flush_alone_drains, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_disconnect_waits_for_drain, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_disconnect_timeout_destroys_first, setup, teardown),

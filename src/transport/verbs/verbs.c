@@ -447,6 +447,83 @@ static int vb_arm(struct rma__transport *t)
 	return poll_cq(vt) ? -EAGAIN : 0;
 }
 
+/* ---- the CQ ---- */
+
+static void cq_release(struct rma__vcq *c)
+{
+	ibv_destroy_cq(c->cq);
+	free(c);
+}
+
+/* Every QP's send queue fits, so the CQ never overruns; the QP count is
+ * bounded by what the CQ can hold. */
+static int cq_open(struct vb_tr *vt, struct rma__vcq **out)
+{
+	int cqe = 64 * (int)vt->qcfg.max_send_wr;
+	struct rma__vcq *c;
+
+	if (vt->dom->dev_attr.max_cqe > 0 && cqe > vt->dom->dev_attr.max_cqe)
+		cqe = vt->dom->dev_attr.max_cqe;
+	c = calloc(1, sizeof *c);
+	if (!c)
+		return -ENOMEM;
+	errno = 0;
+	c->cq = ibv_create_cq(vt->dom->ctx, cqe, vt, vt->ch, 0);
+	if (!c->cq) {
+		free(c);
+		return errno ? -errno : -ENOMEM;
+	}
+	c->refs = 1;
+	c->release = cq_release;
+	*out = c;
+	return 0;
+}
+
+/* The CQ is in error (or the device is gone): no completion, a drain
+ * marker included, will ever come back.  Destroying a QP is then the
+ * only proof that the NIC is done with its memory: every QP goes, its
+ * chunks fail, its peer fails (the core connects anew).  Mirrors go too
+ * (their initiators see the connection end).  A CQ in error is replaced
+ * for the QPs to come; a dead device has nothing to replace it with. */
+static void cq_lost(struct vb_tr *vt, bool replace)
+{
+	struct rma__vcq *c;
+	struct ibv_cq *cq;
+	void *ctx;
+	unsigned got = 0;
+
+	for (struct vb_peer *p = vt->peers, *next; p; p = next) {
+		next = p->next;
+		if (!p->has_qp)
+			continue;
+		if (!p->qp_err)
+			p->qp_err = -EIO;
+		rma__vqp_destroy(&p->qp);
+		p->has_qp = false;
+		p->qp_gen++;
+		ring_fail_all(p, -EIO);
+		p->qp_err = 0;
+		p->stalled = false;
+		rma__verbs_peer_lost(p, -EIO);
+	}
+	while (vt->served)
+		rma__verbs_ctl_close(vt->served);
+	if (!replace)
+		return;
+	/* Events still unread must be acked before the CQ goes. */
+	while (ibv_get_cq_event(vt->ch, &cq, &ctx) == 0)
+		got++;
+	if (got)
+		ibv_ack_cq_events(vt->cq->cq, got);
+	vt->armed = false;
+	if (cq_open(vt, &c)) {
+		rma__err("verbs: cannot replace the completion queue");
+		return;
+	}
+	rma__vcq_put(vt->cq);
+	vt->cq = c;
+}
+
 /* ---- asynchronous events ---- */
 
 /* Events no completion reports: a QP that broke on its own, a CQ overrun,
@@ -486,9 +563,7 @@ static void async_cb(struct rma__watch *w, uint32_t events)
 		case IBV_EVENT_CQ_ERR:
 		case IBV_EVENT_DEVICE_FATAL:
 			rma__err("verbs: %s: every peer fails", ibv_event_type_str(type));
-			for (struct vb_peer *p = vt->peers; p; p = p->next)
-				if (p->has_qp)
-					start_drain(p, -EIO);
+			cq_lost(vt, type == IBV_EVENT_CQ_ERR);
 			break;
 		case IBV_EVENT_PORT_ERR:
 			rma__warn("verbs: port %u went down", vt->dom->port);
@@ -544,12 +619,6 @@ static const struct rma__topt_desc vb_options[] = {
 	{"handshake_ms", "time to authenticate (3000)"},
 	{NULL, NULL},
 };
-
-static void cq_release(struct rma__vcq *c)
-{
-	ibv_destroy_cq(c->cq);
-	free(c);
-}
 
 static int mtu_enum(unsigned long bytes, enum ibv_mtu *m)
 {
@@ -629,7 +698,7 @@ static int vb_init(struct rma_engine *e, const struct rma__topts *o,
 	struct vb_sel sel;
 	struct vb_tr *vt;
 	char why[160];
-	int rc, cqe;
+	int rc;
 
 	vt = calloc(1, sizeof *vt);
 	if (!vt)
@@ -661,24 +730,9 @@ static int vb_init(struct rma_engine *e, const struct rma__topts *o,
 		goto fail_dom;
 	}
 	fcntl(vt->ch->fd, F_SETFL, fcntl(vt->ch->fd, F_GETFL) | O_NONBLOCK);
-	/* Every QP's send queue fits, so the CQ never overruns; the QP
-	 * count is bounded by what the CQ can hold. */
-	cqe = 64 * (int)vt->qcfg.max_send_wr;
-	if (vt->dom->dev_attr.max_cqe > 0 && cqe > vt->dom->dev_attr.max_cqe)
-		cqe = vt->dom->dev_attr.max_cqe;
-	vt->cq = calloc(1, sizeof *vt->cq);
-	if (!vt->cq) {
-		rc = -ENOMEM;
+	rc = cq_open(vt, &vt->cq);
+	if (rc)
 		goto fail_ch;
-	}
-	vt->cq->cq = ibv_create_cq(vt->dom->ctx, cqe, vt, vt->ch, 0);
-	if (!vt->cq->cq) {
-		rc = errno ? -errno : -ENOMEM;
-		free(vt->cq);
-		goto fail_ch;
-	}
-	vt->cq->refs = 1;
-	vt->cq->release = cq_release;
 	vt->cw.fd = vt->ch->fd;
 	vt->cw.cb = channel_cb;
 	rc = rma__watch_add(e, &vt->cw, EPOLLIN);
