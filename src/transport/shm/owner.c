@@ -21,12 +21,49 @@ static void srv_release(struct rma__watch *w)
 	free(s);
 }
 
+/* Back to the free list, unless another cut-off row still names it. */
+void rma__shm_slot_put(struct shm_tr *st, uint32_t slot)
+{
+	for (unsigned i = 0; st->nheld && i < SHM_ROWS; i++)
+		if (st->rows[i].used && st->rows[i].hold == slot + 1)
+			return;
+	st->free_slots[st->nfree++] = slot;
+}
+
+static void row_unhold(struct shm_tr *st, struct shm_rowst *r)
+{
+	uint32_t h = r->hold;
+
+	if (!h)
+		return;
+	r->hold = 0;
+	st->nheld--;
+	rma__shm_slot_put(st, h - 1);
+}
+
 static void row_free(struct shm_tr *st, unsigned i)
 {
 	struct shm_rowst *r = &st->rows[i];
+	row_unhold(st, r);
 	atomic_store(&shm_row_at(st->tab, i)->cur, 0);
 	close(r->pidfd);
 	memset(r, 0, sizeof *r);
+}
+
+/* Quarantined rows: free those whose process is gone, and give back the
+ * slot a cut-off copy held once it has left it. */
+void rma__shm_rows_reap(struct shm_tr *st)
+{
+	for (unsigned i = 0; i < SHM_ROWS; i++) {
+		struct shm_rowst *r = &st->rows[i];
+		if (!r->used || r->s)
+			continue;
+		if (rma__shm_pid_dead(r->pidfd))
+			row_free(st, i);
+		else if (r->hold &&
+			 atomic_load(&shm_row_at(st->tab, i)->cur) != r->hold)
+			row_unhold(st, r);
+	}
 }
 
 /*
@@ -252,9 +289,13 @@ void rma__shm_owner_fini(struct shm_tr *st)
  * initiator whose process is gone is not waited for (its copy ended with
  * it); one still copying at the bound (a stopped process) loses its
  * connection and is logged: at most the one chunk it is in may still land.
+ * True if such a row still names the slot: the caller keeps it out of the
+ * free list (rma__shm_rows_reap gives it back).
  */
-void rma__shm_drain(struct shm_tr *st, uint32_t slot)
+bool rma__shm_drain(struct shm_tr *st, uint32_t slot)
 {
+	bool held = false;
+
 	int64_t deadline = rma__now_ns() + (int64_t)st->drain_ms * 1000000;
 
 	atomic_thread_fence(memory_order_seq_cst);
@@ -277,11 +318,19 @@ void rma__shm_drain(struct shm_tr *st, uint32_t slot)
 					  st->drain_ms, (unsigned long long)st->max_msg);
 				if (r->s)
 					srv_close(r->s, false);
+				if (r->used) { /* quarantined, still naming slot */
+					if (r->hold)
+						row_unhold(st, r);
+					r->hold = slot + 1;
+					st->nheld++;
+					held = true;
+				}
 				break;
 			}
 			sched_yield();
 		}
 	}
+	return held;
 }
 
 void rma__shm_unmap_notify(struct shm_tr *st, uint32_t region_id)

@@ -128,6 +128,8 @@ static int shm_grant_add(struct rma__transport *t, struct rma__grant *g)
 	struct shm_slot *s;
 	uint32_t i;
 
+	if (st->nheld)
+		rma__shm_rows_reap(st); /* slots cut-off copies held */
 	if (!st->nfree)
 		return RMA__DECLINE; /* table full: other transports carry it */
 	/* Peers copy into and out of this process's memory without it: not
@@ -154,8 +156,8 @@ static void shm_grant_remove(struct rma__transport *t, struct rma__grant *g)
 	uint32_t i = (uint32_t)(uintptr_t)*rma__grant_slot(g, t) - 1;
 
 	atomic_store(&shm_slot_at(st->tab, i)->key, 0);
-	rma__shm_drain(st, i);
-	st->free_slots[st->nfree++] = i;
+	if (!rma__shm_drain(st, i))
+		rma__shm_slot_put(st, i);
 	*rma__grant_slot(g, t) = NULL;
 }
 
@@ -222,6 +224,8 @@ static void shm_progress(struct rma__transport *t)
 		return;
 	st->next_check = now + 100 * 1000000LL;
 	rma__shm_owner_expire(st, now);
+	if (st->nheld)
+		rma__shm_rows_reap(st);
 	rma__shm_peers_expire(st, now);
 	rma__refusals_log(&st->refusals, now);
 }

@@ -131,6 +131,10 @@ struct shm_rowst {
 	struct shm_srv *s;
 	int pidfd;       /* the initiator process: dead means its copies ended */
 	pid_t pid;
+	uint32_t hold;   /* cut off inside a copy through slot hold - 1: that
+			  * slot stays out of the free list while the row
+			  * names it, else each grant reusing it would be
+			  * drained against the row for the whole bound */
 };
 
 struct shm_map {
@@ -179,6 +183,7 @@ struct shm_tr {
 	int tfd;                  /* the grant table (memfd) */
 	char *tab;
 	uint32_t nfree, *free_slots;
+	unsigned nheld;           /* rows holding a slot (shm_rowst.hold) */
 	struct rma__watch lw;     /* listener */
 	struct shm_srv *served;
 	unsigned nserved;
@@ -215,7 +220,9 @@ bool rma__shm_pid_dead(int pidfd);
 /* owner.c */
 int rma__shm_owner_init(struct shm_tr *st);
 void rma__shm_owner_fini(struct shm_tr *st);
-void rma__shm_drain(struct shm_tr *st, uint32_t slot);
+bool rma__shm_drain(struct shm_tr *st, uint32_t slot);
+void rma__shm_slot_put(struct shm_tr *st, uint32_t slot);
+void rma__shm_rows_reap(struct shm_tr *st);
 void rma__shm_unmap_notify(struct shm_tr *st, uint32_t region_id);
 void rma__shm_owner_expire(struct shm_tr *st, int64_t now);
 
