@@ -277,8 +277,7 @@ void rma__tcp_conn_flush(struct conn *c)
 			if (!c->peer) /* target: a written reply is done */
 				ring_pop(c);
 		}
-		if (!c->peer)
-			c->last_active = rma__now_ns();
+		c->last_active = rma__now_ns();
 	}
 	if (c->hs == HS_DEAD)
 		return;
@@ -626,8 +625,7 @@ void rma__tcp_conn_rx(struct conn *c)
 		}
 		got = true;
 		budget -= RMA_MIN(budget, (size_t)n);
-		if (!c->peer)
-			c->last_active = rma__now_ns();
+		c->last_active = rma__now_ns();
 	}
 	/* Deep in a large payload, a direct try mostly finds a few bytes or
 	 * none, and each recv takes the socket lock that the sender's side

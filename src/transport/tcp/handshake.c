@@ -44,6 +44,7 @@ static void client_ready(struct conn *c, uint64_t max_msg)
 	if (max_msg < p->base.max_msg || !p->base.max_msg)
 		p->base.max_msg = RMA_MIN(max_msg, c->tt->max_msg);
 	c->hs = HS_READY;
+	c->last_active = rma__now_ns();
 	rma__tcp_authenticated(c);
 	p->retries = 0;
 	p->nlive++;

@@ -289,13 +289,53 @@ static struct conn *pick(struct tcp_peer *p, uint64_t len)
 	return fill ? fill : least;
 }
 
+/*
+ * The target closes a connection idle for its idle_ms (limits.c), and the
+ * end may wait here unread (a caller that drives progress itself has not
+ * looked).  An empty connection quiet for QUIET_PEEK_NS is asked with a
+ * peek before it takes a request that would only fail.
+ */
+static bool ended(const struct conn *c)
+{
+	char b;
+	if (c->count || rma__now_ns() - c->last_active < QUIET_PEEK_NS)
+		return false;
+	ssize_t r = recv(c->w.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	return r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR);
+}
+
+/* Stripes the target closed (idle, evicted) come back when a large chunk
+ * could use them, at most one per REFILL_NS: small chunks fill one
+ * connection anyway, and a target short of slots is not asked again and
+ * again. */
+static void refill(struct tcp_peer *p)
+{
+	unsigned n = 0;
+	for (struct conn *c = p->conns; c; c = c->next)
+		n++;
+	int64_t now = rma__now_ns();
+	if (n < p->tt->stripes && now >= p->refill_at) {
+		p->refill_at = now + REFILL_NS;
+		rma__tcp_conn_start(p);
+	}
+}
+
 static int tcp_post(struct rma__peer *bp, const struct rma__xfer *xf)
 {
 	struct tcp_peer *p = container_of(bp, struct tcp_peer, base);
-	struct conn *c = pick(p, xf->len);
+	struct conn *c;
 	struct txe *x;
 
-	if (!c) /* rings full of dropped entries: wait for replies */
+	while ((c = pick(p, xf->len)) && ended(c)) {
+		/* The last one goes: dial its successor first, so that the
+		 * peer waits for it (CONNECTING) rather than fails. */
+		if (p->conns == c && !c->next)
+			rma__tcp_conn_start(p);
+		rma__tcp_conn_kill(c, -ECONNRESET);
+	}
+	if (xf->len > STRIPE_SMALL)
+		refill(p);
+	if (!c) /* rings full of dropped entries, or reconnecting: wait */
 		return -EAGAIN;
 	x = rma__tcp_ring_at(c, c->count);
 	struct rma_tcp_hdr h = {

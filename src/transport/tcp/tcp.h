@@ -42,6 +42,11 @@
 #define RX_LOWAT (128u << 10)      /* initiator deep in a reply: bytes per wake-up */
 #define STRIPE_SMALL 16384u      /* chunks up to this size fill one connection */
 #define STRIPE_FILL (64u << 10) /* up to this many unsent bytes */
+/* A connection quiet this long is asked whether the target has closed it
+ * before it takes a request (tcp.c, ended). */
+#define QUIET_PEEK_NS (1000LL * 1000)
+/* At most one stripe dialled again per peer this often (tcp.c, refill). */
+#define REFILL_NS (1000LL * 1000 * 1000)
 #define ACCEPT_BATCH 32            /* connections accepted per wake-up */
 #define TICK_NS (100 * 1000000LL)  /* resolution of the tcp timers */
 #define HS_RETRIES 8               /* handshakes reset by a flooded target */
@@ -82,7 +87,7 @@ struct conn {
 	uint32_t events;
 	struct rma__admitted adm; /* target: its address, its place in the
 				   * limits (admit.h) */
-	int64_t last_active;   /* target: last byte in or out, ns */
+	int64_t last_active;   /* last byte in or out, ns */
 	bool bigbuf;           /* holds SOCKBUF buffers */
 	int lowat;             /* SO_RCVLOWAT as last set (1: the kernel's) */
 
@@ -114,6 +119,7 @@ struct tcp_peer {
 	struct conn *conns;
 	unsigned nlive;
 	unsigned retries;        /* handshakes reset by the target in a row */
+	int64_t refill_at;       /* no stripe dialled again before this */
 	uint64_t expect_id;
 	struct sockaddr_storage sa;
 	socklen_t salen;
