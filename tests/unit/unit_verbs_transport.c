@@ -29,9 +29,6 @@
 
 #include "transport/verbs/ibv.h"
 #include "transport/verbs/verbs.h"
-/* The listener's caps, built in here rather than linked: the real code,
- * over this file's recording core. */
-#include "transport/admit.c"
 
 extern const struct rma__transport_ops rma__verbs_ops;
 
