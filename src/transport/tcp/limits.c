@@ -85,9 +85,10 @@ static void big_buffers(struct conn *c)
 		return; /* the kernel's autotuning will do */
 	/* Privileged callers can go past rmem_max/wmem_max; others keep
 	 * the kernel's autotuning, which a plain SO_RCVBUF would switch off. */
-	if (setsockopt(c->w.fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz) |
-	    setsockopt(c->w.fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz))
-		return;
+	int snd = setsockopt(c->w.fd, SOL_SOCKET, SO_SNDBUFFORCE, &sz, sizeof sz);
+	int rcv = setsockopt(c->w.fd, SOL_SOCKET, SO_RCVBUFFORCE, &sz, sizeof sz);
+	if (snd && rcv)
+		return; /* one that took counts whole: it holds its buffer */
 	c->bigbuf = true;
 	tt->bigbuf_total += 2ull * SOCKBUF;
 }
