@@ -7,6 +7,11 @@
  *          initiator while the first lives (it still maps the row writable),
  *          even though it was not inside a copy; a row whose initiator closed
  *          the connection is.
+ *   unmap  an initiator that does not run progress while the owner releases
+ *          hundreds of regions (an UNMAP each) fills its control socket; the
+ *          UNMAP of the region it mapped still reaches it once it runs.
+ *   mapped the same full socket when the owner answers a MAP: the answer
+ *          waits, the connection lives, the put succeeds.
  */
 #include <errno.h>
 #include <poll.h>
@@ -29,6 +34,128 @@ static rma_engine *owner(void)
 	cfg.flags = RMA_ENGINE_MANUAL_PROGRESS;
 	CHECK_RC(rma_engine_create(&cfg, &e), 0);
 	return e;
+}
+
+#define FLOOD 500 /* regions released while the initiator sleeps */
+
+/* Mappings of the memfd behind owner address p, other than p's own. */
+static int other_maps(const void *p)
+{
+	char line[512], ino[32] = "";
+	unsigned long lo;
+	int n = 0;
+	FILE *f = fopen("/proc/self/maps", "re");
+
+	CHECK(f);
+	while (fgets(line, sizeof line, f))
+		if (sscanf(line, "%lx-", &lo) == 1 && lo == (uintptr_t)p)
+			CHECK(sscanf(line, "%*s %*s %*s %*s %31s", ino) == 1);
+	CHECKF(ino[0] && strcmp(ino, "0"), "no mapping of the region at %p", p);
+	rewind(f);
+	while (fgets(line, sizeof line, f)) {
+		char i2[32];
+		if (sscanf(line, "%lx-", &lo) == 1 && lo != (uintptr_t)p &&
+		    strstr(line, "memfd:rma ") &&
+		    sscanf(line, "%*s %*s %*s %*s %31s", i2) == 1 && !strcmp(i2, ino))
+			n++;
+	}
+	fclose(f);
+	return n;
+}
+
+/* b's op on a's region through tok; both engines driven by hand. */
+static int64_t put(rma_engine *a, rma_engine *b, rma_region *l,
+		   const char *tok, int64_t *ms)
+{
+	struct rma_completion c;
+	rma_remote *r;
+	int64_t t0 = test_now_ms();
+	int n = 0;
+
+	CHECK_RC(rma_remote_parse(tok, &r), 0);
+	struct rma_op op = {.kind = RMA_OP_PUT, .local = l, .remote = r,
+			    .len = 4096};
+	CHECK_RC(rma_post(b, &op, 1, 10000, NULL), 1);
+	while (n == 0) {
+		CHECKF(test_now_ms() - t0 < 15000, "put never completed");
+		rma_progress(a, 0);
+		rma_progress(b, 0);
+		n = rma_poll(b, &c, 1);
+	}
+	CHECK_RC(n, 1);
+	if (ms)
+		*ms = test_now_ms() - t0;
+	rma_remote_free(r);
+	return c.result;
+}
+
+/* Owner a's regions released one after another, b not running: its control
+ * socket fills with UNMAPs. */
+static void flood(rma_engine *a)
+{
+	for (int i = 0; i < FLOOD; i++) {
+		rma_region *r;
+		void *p;
+		CHECK_RC(rma_region_alloc(a, 4096, RMA_ACCESS_REMOTE_RW, &r, &p), 0);
+		CHECK_RC(rma_region_release(r), 0);
+	}
+}
+
+static int case_unmap(bool then_map)
+{
+	rma_engine *a = owner(), *b = owner();
+	char tok[RMA_ADVERTISEMENT_TEXT_MAX];
+	char *buf = test_alloc(4096);
+	rma_region *l, *r0, *r1;
+	void *p0, *p1;
+
+	CHECK_RC(rma_region_register(b, buf, 4096, 0, &l), 0);
+	CHECK_RC(rma_region_alloc(a, 1 << 20, RMA_ACCESS_REMOTE_RW, &r0, &p0), 0);
+	CHECK_OK(rma_advertise_text(r0, 0, 0, 0, tok, sizeof tok));
+	test_fill(buf, 4096, 3);
+	CHECK_RC(put(a, b, l, tok, NULL), 4096);
+	CHECKF(other_maps(p0) == 1, "the initiator did not map the region "
+	       "(%d mappings)", other_maps(p0));
+	flood(a);
+	if (then_map) {
+		int64_t ms;
+		CHECK_RC(rma_region_alloc(a, 1 << 20, RMA_ACCESS_REMOTE_RW, &r1,
+					  &p1), 0);
+		CHECK_OK(rma_advertise_text(r1, 0, 0, 0, tok, sizeof tok));
+		/* The MAP goes at once; its answer finds the socket full. */
+		CHECK_RC(put(a, b, l, tok, &ms), 4096);
+		printf("put to a fresh region behind %d UNMAPs: %lld ms\n", FLOOD,
+		       (long long)ms);
+		CHECK(!memcmp(p1, buf, 4096));
+		CHECK_RC(rma_region_release(r1), 0);
+	} else {
+		/* Mapped by b: the UNMAP queues behind the flood. */
+		int n0 = other_maps(p0);
+		CHECK_RC(rma_region_release(r0), 0);
+		r0 = NULL;
+		for (int i = 0; i < 50; i++) {
+			rma_progress(b, 0);
+			rma_progress(a, 0);
+		}
+		/* p0 is unmapped now: look for any memfd:rma mapping of b's. */
+		FILE *f = fopen("/proc/self/maps", "re");
+		char line[512];
+		int left = 0;
+		CHECK(f);
+		while (fgets(line, sizeof line, f))
+			if (strstr(line, "memfd:rma "))
+				left++;
+		fclose(f);
+		printf("memfd:rma mappings: %d before release, %d after\n", n0, left);
+		CHECKF(left == 0, "%d mappings of released regions left in the "
+		       "initiator", left);
+	}
+	if (r0)
+		CHECK_RC(rma_region_release(r0), 0);
+	rma_region_release(l);
+	rma_engine_destroy(b);
+	rma_engine_destroy(a);
+	return 0;
 }
 
 /* The owner's next message on c, driving its progress; 1, or what
@@ -121,6 +248,10 @@ int main(int argc, char **argv)
 			SKIP("shm not available: %s", info[i].detail);
 	if (!strcmp(c, "rows"))
 		return case_rows();
-	fprintf(stderr, "usage: %s rows\n", argv[0]);
+	if (!strcmp(c, "unmap"))
+		return case_unmap(false);
+	if (!strcmp(c, "mapped"))
+		return case_unmap(true);
+	fprintf(stderr, "usage: %s rows | unmap | mapped\n", argv[0]);
 	return 1;
 }

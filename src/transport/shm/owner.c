@@ -18,6 +18,7 @@ static void srv_release(struct rma__watch *w)
 {
 	struct shm_srv *s = container_of(w, struct shm_srv, w);
 	free(s->setup);
+	free(s->q);
 	free(s);
 }
 
@@ -116,25 +117,76 @@ static int row_get(struct shm_tr *st, struct shm_srv *s)
 	return -EUSERS;
 }
 
-/* A memfd only to a peer that holds a live key of that region. */
-static void answer_map(struct shm_srv *s, uint64_t id, uint64_t key)
+/* A memfd only to a peer that holds a live key of that region: MAP is
+ * answered when the answer goes, so a region released meanwhile is refused. */
+static int srv_send(struct shm_srv *s, const struct shm_msg *q)
 {
-	struct shm_msg m = {.type = SHM_MAPPED, .a = id};
+	struct shm_msg m = {.type = SHM_MAPPED, .a = q->a};
 	struct rma_region *kr = NULL;
 	char *addr;
 
-	if (rma__target_lookup(s->st->e, key, 0, 0, 0, &addr, &kr, NULL))
+	if (q->type != SHM_MAP)
+		return rma__shm_send(s->w.fd, q, -1);
+	if (rma__target_lookup(s->st->e, q->b, 0, 0, 0, &addr, &kr, NULL))
 		kr = NULL;
 	for (struct shm_reg *g = s->st->regs; g && kr; g = g->next)
-		if (g->id == id && g->r == kr) {
+		if (g->id == q->a && g->r == kr) {
 			m.b = rma__region_len(g->r);
-			if (rma__shm_send(s->w.fd, &m, rma__region_fd(g->r)))
-				srv_close(s, false);
-			return;
+			return rma__shm_send(s->w.fd, &m, rma__region_fd(g->r));
 		}
 	m.status = -EKEYREJECTED; /* released meanwhile, or not this key's */
-	if (rma__shm_send(s->w.fd, &m, -1))
-		srv_close(s, false);
+	return rma__shm_send(s->w.fd, &m, -1);
+}
+
+/*
+ * Send q now, or after those already waiting: a full socket (an initiator
+ * that does not run progress for a while) is backpressure, not an error.
+ * Past SHM_PENDING the connection is closed, which drops every mapping on
+ * the initiator's side.  False: s is gone.
+ */
+static bool srv_put(struct shm_srv *s, const struct shm_msg *q)
+{
+	struct shm_tr *st = s->st;
+	int rc = s->nq ? -EAGAIN : srv_send(s, q);
+
+	if (rc == -EAGAIN && s->nq < SHM_PENDING) {
+		if (s->nq == s->capq) {
+			unsigned cap = s->capq ? 2 * s->capq : 16;
+			struct shm_msg *n = realloc(s->q, cap * sizeof *n);
+			if (!n)
+				goto fail;
+			s->q = n;
+			s->capq = cap;
+		}
+		s->q[s->nq++] = *q;
+		if (s->nq == 1 && rma__watch_mod(st->e, &s->w, EPOLLIN | EPOLLOUT))
+			goto fail;
+		return true;
+	}
+	if (!rc)
+		return true;
+	if (rc == -EAGAIN)
+		rma__warn("shm: pid %d has not read its control socket for %u "
+			  "messages; closing its connection", (int)s->pid,
+			  SHM_PENDING);
+fail:
+	srv_close(s, false);
+	return false;
+}
+
+/* The socket has room again: 0, or -errno. */
+static int srv_flush(struct shm_srv *s)
+{
+	unsigned i = 0;
+	int rc = 0;
+
+	while (i < s->nq && !(rc = srv_send(s, &s->q[i])))
+		i++;
+	memmove(s->q, s->q + i, (s->nq - i) * sizeof *s->q);
+	s->nq -= i;
+	if (rc && rc != -EAGAIN)
+		return rc;
+	return s->nq ? 0 : rma__watch_mod(s->st->e, &s->w, EPOLLIN);
 }
 
 static void srv_cb(struct rma__watch *w, uint32_t ev)
@@ -160,6 +212,10 @@ static void srv_cb(struct rma__watch *w, uint32_t ev)
 		}
 		rma__watch_mod(st->e, w, EPOLLIN);
 	}
+	if ((ev & EPOLLOUT) && s->nq && (rc = srv_flush(s))) {
+		srv_close(s, false);
+		return;
+	}
 	for (;;) {
 		rc = rma__shm_recv(w->fd, &m, NULL);
 		if (rc <= 0)
@@ -176,8 +232,8 @@ static void srv_cb(struct rma__watch *w, uint32_t ev)
 				break;
 			}
 		} else if (m.type == SHM_MAP && s->row >= 0) {
-			answer_map(s, m.a, m.b);
-			return; /* s may be gone */
+			if (!srv_put(s, &m))
+				return; /* closed */
 		} else {
 			rc = -EPROTO;
 			break;
@@ -338,9 +394,8 @@ void rma__shm_unmap_notify(struct shm_tr *st, uint32_t region_id)
 	struct shm_msg m = {.type = SHM_UNMAP, .a = region_id};
 	for (struct shm_srv *s = st->served, *next; s; s = next) {
 		next = s->next;
-		int rc = s->row >= 0 ? rma__shm_send(s->w.fd, &m, -1) : 0;
-		if (rc && rc != -EAGAIN)
-			srv_close(s, false);
+		if (s->row >= 0)
+			srv_put(s, &m);
 	}
 }
 

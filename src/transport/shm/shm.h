@@ -36,6 +36,8 @@
 #define SHM_DRAIN_MS 1000u         /* default bound on release's drain */
 #define SHM_MAX_CONNS 1024u
 #define SHM_MAPS 64u               /* memfd regions a peer keeps mapped */
+#define SHM_PENDING 1024u          /* messages an owner queues for a full
+				    * socket before it closes the connection */
 #define SHM_HELLO_NS (10LL * 1000000000) /* a handshake not done by then fails */
 #define SHM_SETUP_KIND 4           /* shm's use of the setup handshake */
 /* How long a check that the owner lives stays good.  Pids come back only
@@ -120,6 +122,10 @@ struct shm_srv {
 	int row;         /* -1 until HELLO */
 	int64_t hs_deadline;
 	struct rma__setup *setup; /* the secret handshake; NULL once done */
+	/* What the socket had no room for, sent in order when it drains:
+	 * UNMAP as is, MAP (the request) answered when it goes. */
+	struct shm_msg *q;
+	unsigned nq, capq;
 	struct shm_srv *next;
 };
 
