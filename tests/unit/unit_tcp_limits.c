@@ -17,20 +17,11 @@
 #include "check.h"
 #include "core/core.h"
 #include "testlib.h"
-#include "transport/setup.h"
+#include "tcp_raw.h"
 #include "transport/tcp/tcp.h"
 
 #define SECRET "limits"
 #define NAUTH 24
-
-static struct sockaddr_in addr_of(const rma_remote *rem)
-{
-	const uint8_t *b = rem->ent[0].blob;
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	sa.sin_port = htons(rma__le16(b + 1));
-	memcpy(&sa.sin_addr, b + 3, 4);
-	return sa;
-}
 
 static int rcvbuf(int fd)
 {
@@ -45,35 +36,20 @@ int main(void)
 	static char mem[4096];
 	static struct rma__setup s[NAUTH];
 	rma_region *r;
-	uint8_t key[16];
 
 	test_watchdog(60);
 	rma_engine *t = test_tcp_engine((struct rma_config){.secret = SECRET});
 	struct tcp_tr *tt = container_of(t->tr[0], struct tcp_tr, base);
 	CHECK_RC(rma_region_register(t, mem, sizeof mem, RMA_ACCESS_REMOTE_RW, &r), 0);
 	rma_remote *rem = test_remote_of(r);
-	struct sockaddr_in sa = addr_of(rem);
+	struct sockaddr_in sa = tcp_raw_addr(rem);
 
 	int64_t t0 = test_now_ms();
 	int plain = socket(AF_INET, SOCK_STREAM, 0);
 	CHECK_RC(connect(plain, (struct sockaddr *)&sa, sizeof sa), 0);
 
-	rma__setup_key(SECRET, key);
-	struct rma__setup_params p = {.key = key, .expect_id = rem->engine_id};
-	for (int i = 0; i < NAUTH; i++) {
-		int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-		CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 ||
-		      errno == EINPROGRESS);
-		CHECK_RC(rma__setup_init(&s[i], fd, false, &p), 0);
-		int rc = -EINPROGRESS;
-		for (int k = 0; k < 500 && rc == -EINPROGRESS; k++) {
-			struct pollfd pf = {.fd = fd, .events =
-				rma__setup_events(&s[i]) & EPOLLOUT ? POLLOUT : POLLIN};
-			poll(&pf, 1, 10);
-			rc = rma__setup_run(&s[i]);
-		}
-		CHECK_RC(rc, 0);
-	}
+	for (int i = 0; i < NAUTH; i++)
+		tcp_raw_authed(rem, SECRET, &s[i]);
 	test_sleep_ms(100);
 
 	pthread_mutex_lock(&t->mu);

@@ -9,53 +9,26 @@
  * must succeed.
  */
 #include <errno.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "core/core.h"
+#include "tcp_raw.h"
 #include "testlib.h"
-#include "transport/setup.h"
 
 #define SECRET "stalled"
 #define NCONN 8
-
-static struct sockaddr_in addr_of(const rma_remote *rem)
-{
-	const uint8_t *b = rem->ent[0].blob;
-	struct sockaddr_in sa = {.sin_family = AF_INET};
-	sa.sin_port = htons(rma__le16(b + 1));
-	memcpy(&sa.sin_addr, b + 3, 4);
-	return sa;
-}
 
 /* n connections that prove the secret, then send 39 bytes and stop. */
 static void open_stalled(const rma_remote *rem, int *fds, int n)
 {
 	static struct rma__setup s[NCONN];
-	struct sockaddr_in sa = addr_of(rem);
-	uint8_t key[16], part[39] = { 0 };
+	uint8_t part[39] = { 0 };
 
-	rma__setup_key(SECRET, key);
-	struct rma__setup_params p = {.key = key, .expect_id = rem->engine_id};
 	for (int i = 0; i < n; i++) {
-		int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-		CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0 ||
-		      errno == EINPROGRESS);
-		CHECK_RC(rma__setup_init(&s[i], fd, false, &p), 0);
-		int rc = -EINPROGRESS;
-		for (int k = 0; k < 500 && rc == -EINPROGRESS; k++) {
-			struct pollfd pf = {.fd = fd, .events =
-				rma__setup_events(&s[i]) & EPOLLOUT ? POLLOUT : POLLIN};
-			poll(&pf, 1, 10);
-			rc = rma__setup_run(&s[i]);
-		}
-		CHECK_RC(rc, 0);
-		CHECK(send(fd, part, sizeof part, MSG_NOSIGNAL) == sizeof part);
-		fds[i] = fd;
+		fds[i] = tcp_raw_authed(rem, SECRET, &s[i]);
+		CHECK(send(fds[i], part, sizeof part, MSG_NOSIGNAL) == sizeof part);
 	}
 }
 
