@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +29,8 @@ struct xfer_args {
 	bool zero;        /* put: zeros, asked for explicitly */
 	uint64_t seed;
 	const char *file; /* put: source file */
+	bool stream;      /* put: --file is no regular file: read to its end */
+	uint64_t stream_max; /* ... taking at most this many bytes */
 	const char *out;  /* get: destination file */
 	int timeout_ms;   /* 0 = the engine's default, RMA_NONE = none */
 	struct common_opts common;
@@ -57,8 +60,8 @@ static void usage(FILE *f, unsigned kind)
 			"Write bytes into the buffer advertised by TOKEN at --offset (default 0).\n"
 			"Say what to write: the --fill pattern of SEED, the contents of PATH, or\n"
 			"zeros with --zero (nothing is written without one of them).  Size defaults\n"
-			"to the file size with --file, else to the advertised length minus the\n"
-			"offset.\n\n"
+			"to the file size with --file (a pipe, FIFO or /proc file is read to its\n"
+			"end), else to the advertised length minus the offset.\n\n"
 			FABRIC_HELP);
 	else
 		fprintf(f,
@@ -209,6 +212,23 @@ static int decide_size(struct xfer_args *a, const rma_remote *r)
 
 	if (a->file && stat(a->file, &st) < 0)
 		return tool_fail(a->cmd, EXIT_RUNTIME, "%s: %s", a->file, strerror(errno));
+	/* A pipe, FIFO or /proc file stats as 0 bytes: read_stream() takes
+	 * what it holds, up to --size or the window's end past the offset. */
+	if (a->file && !S_ISREG(st.st_mode)) {
+		a->stream = true;
+		if (a->has_size) {
+			a->stream_max = a->size;
+		} else if (a->fabric) {
+			a->stream_max = SIZE_MAX; /* the window's length is unknown */
+		} else if (a->offset > remote_len) {
+			return tool_fail(a->cmd, EXIT_RUNTIME, "offset %" PRIu64
+					 " is beyond the advertised length %" PRIu64,
+					 a->offset, remote_len);
+		} else {
+			a->stream_max = remote_len - a->offset;
+		}
+		return 0;
+	}
 	if (a->file && a->has_size && a->size > (uint64_t)st.st_size)
 		return tool_fail(a->cmd, EXIT_RUNTIME, "%s has only %lld bytes, --size is %"
 				 PRIu64, a->file, (long long)st.st_size, a->size);
@@ -249,6 +269,88 @@ static int read_file(const char *path, void *buf, size_t len)
 		done += (size_t)n;
 	}
 	close(fd);
+	return 0;
+}
+
+/* A stream's buffer starts this large and doubles as bytes come. */
+#define STREAM_CHUNK ((size_t)64 << 10)
+
+static ssize_t read_retry(int fd, void *buf, size_t len)
+{
+	ssize_t n;
+
+	do
+		n = read(fd, buf, len);
+	while (n < 0 && errno == EINTR);
+	return n;
+}
+
+/*
+ * Read a --file that is no regular file to its end, at most a->stream_max
+ * bytes, into a new buffer of *cap bytes; a->size becomes the count read.
+ * Returns 0 or an exit code (reported).
+ */
+static int read_stream(struct xfer_args *a, unsigned char **bufp, size_t *cap)
+{
+	uint64_t max = a->stream_max;
+	size_t len = max < STREAM_CHUNK ? (size_t)max : STREAM_CHUNK;
+	size_t done = 0;
+	unsigned char *buf;
+	ssize_t n = 0;
+	char extra;
+	int fd, err = 0;
+
+	fd = open(a->file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return tool_fail(a->cmd, EXIT_RUNTIME, "%s: %s", a->file, strerror(errno));
+	buf = buffer_alloc(len);
+	if (!buf) {
+		err = errno;
+		close(fd);
+		return tool_fail(a->cmd, EXIT_RUNTIME, "allocating %zu bytes: %s", len,
+				 strerror(err));
+	}
+	for (;;) {
+		if (done == len) {
+			size_t more = max - len < len ? (size_t)max : len * 2;
+			void *p;
+
+			if (len == max)
+				break;
+			p = mremap(buf, len, more, MREMAP_MAYMOVE);
+			if (p == MAP_FAILED) {
+				err = errno;
+				break;
+			}
+			buf = p;
+			len = more;
+		}
+		n = read_retry(fd, buf + done, len - done);
+		if (n <= 0) {
+			err = n < 0 ? errno : 0;
+			break;
+		}
+		done += (size_t)n;
+	}
+	/* Filled to the window's end: one byte more would not fit in it. */
+	if (!err && done == max && !a->has_size && !a->fabric) {
+		n = read_retry(fd, &extra, 1);
+		if (n < 0)
+			err = errno;
+	}
+	close(fd);
+	*bufp = buf;
+	*cap = len;
+	a->size = done;
+	if (err)
+		return tool_fail(a->cmd, EXIT_RUNTIME, "%s: %s", a->file, strerror(err));
+	if (n > 0 && done == max && !a->has_size)
+		return tool_fail(a->cmd, EXIT_RUNTIME, "%s holds more than the %" PRIu64
+				 " bytes the window has past offset %" PRIu64, a->file,
+				 max, a->offset);
+	if (a->has_size && done < max)
+		return tool_fail(a->cmd, EXIT_RUNTIME, "%s has only %zu bytes, --size is %"
+				 PRIu64, a->file, done, max);
 	return 0;
 }
 
@@ -359,6 +461,7 @@ static int run(struct xfer_args *a)
 	rma_remote *r;
 	rma_engine *e = NULL;
 	unsigned char *buf = NULL;
+	size_t buf_len = 0;
 	int rc;
 
 	if (a->fabric) /* the window's length is unknown: 0 */
@@ -373,7 +476,14 @@ static int run(struct xfer_args *a)
 	rc = decide_size(a, r);
 	if (rc)
 		goto out;
-	buf = buffer_alloc((size_t)a->size);
+	if (a->stream) {
+		rc = read_stream(a, &buf, &buf_len);
+		if (rc)
+			goto out;
+	} else {
+		buf_len = (size_t)a->size;
+		buf = buffer_alloc(buf_len);
+	}
 	if (!buf) {
 		rc = tool_fail(a->cmd, EXIT_RUNTIME, "allocating %" PRIu64 " bytes: %s",
 			       a->size, strerror(errno));
@@ -381,7 +491,7 @@ static int run(struct xfer_args *a)
 	}
 	if (a->fill)
 		fill_pattern(buf, (size_t)a->size, a->seed);
-	if (a->file && (rc = read_file(a->file, buf, (size_t)a->size)) < 0) {
+	if (a->file && !a->stream && (rc = read_file(a->file, buf, (size_t)a->size)) < 0) {
 		rc = tool_fail(a->cmd, EXIT_RUNTIME, "%s: %s", a->file, strerror(-rc));
 		goto out;
 	}
@@ -401,7 +511,7 @@ static int run(struct xfer_args *a)
 out:
 	if (e)
 		rma_engine_destroy(e);
-	buffer_free(buf, (size_t)a->size);
+	buffer_free(buf, buf_len);
 	rma_remote_free(r);
 	return rc;
 }
