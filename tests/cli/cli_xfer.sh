@@ -1,5 +1,6 @@
 #!/bin/sh
-# put and get at their edges: --file from a pipe (no size to stat).
+# put and get at their edges: --file from a pipe (no size to stat); a
+# --size past the window's end refused before its buffer is allocated.
 RMA=$1
 . "$(dirname "$0")/cli_lib.sh"
 
@@ -19,4 +20,40 @@ printf hello! | "$RMA" put "$token" -F /dev/stdin >"$tmp/long.out" 2>"$tmp/long.
 stop_target
 [ "$final" = "$(crc_of "$tmp/pipe.out")" ] ||
 	fail "target's crc $final != the put's $(crc_of "$tmp/pipe.out")"
+
+# max_rss CMD...: runs CMD (output to $tmp/rss.out, .err), sets $rss_rc to
+# its status and $rss_kb to the most memory it held in KiB, or to "" where
+# that cannot be told here
+max_rss() {
+	rss_kb=
+	if [ -x /usr/bin/time ]; then
+		/usr/bin/time -o "$tmp/rss" -f %M "$@" >"$tmp/rss.out" 2>"$tmp/rss.err"
+		rss_rc=$?
+		rss_kb=$(tail -n 1 "$tmp/rss")
+	elif command -v python3 >/dev/null 2>&1; then
+		python3 -c 'import resource, subprocess, sys
+r = subprocess.run(sys.argv[2:], stdout=open(sys.argv[1] + ".out", "w"),
+                   stderr=open(sys.argv[1] + ".err", "w")).returncode
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, r)' "$tmp/rss" "$@" >"$tmp/rss"
+		rss_kb=$(cut -d' ' -f1 "$tmp/rss")
+		rss_rc=$(cut -d' ' -f2 "$tmp/rss")
+	else
+		"$@" >"$tmp/rss.out" 2>"$tmp/rss.err"
+		rss_rc=$?
+	fi
+}
+
+# ---- a --size past the window fails before its buffer is faulted in ----
+start_target --transport tcp --size 64K
+max_rss "$RMA" get "$token" --size 512M
+[ "$rss_rc" -eq 1 ] || fail "get --size 512M of a 64K window: status $rss_rc, want 1"
+grep -q "outside the advertised window.*the window is 65536 bytes" "$tmp/rss.err" ||
+	fail "get --size 512M: no message naming the window: $(cat "$tmp/rss.err")"
+[ -z "$rss_kb" ] || [ "$rss_kb" -lt 65536 ] ||
+	fail "get --size 512M held $rss_kb KiB before failing"
+printf hello | "$RMA" put "$token" -F /dev/stdin -s 1K -o 65535 >/dev/null 2>"$tmp/past.err" &&
+	fail "put past the window's end succeeded"
+grep -q "outside the advertised window" "$tmp/past.err" ||
+	fail "put past the window's end: $(cat "$tmp/past.err")"
+stop_target
 echo ok

@@ -204,6 +204,22 @@ static int parse_args(int argc, char **argv, struct xfer_args *a)
 	return 0;
 }
 
+/*
+ * A token says how long its window is: check a size against it before the
+ * buffer is allocated (and faulted in), which a size past the window's end
+ * would make the library refuse only after.  A triple's length is unknown.
+ */
+static int check_window(const struct xfer_args *a, uint64_t remote_len)
+{
+	if (a->fabric)
+		return 0;
+	if (a->offset > remote_len || a->size > remote_len - a->offset)
+		return tool_fail(a->cmd, EXIT_RUNTIME, "%s (%" PRIu64 " bytes at offset %"
+				 PRIu64 "; the window is %" PRIu64 " bytes)",
+				 rma_strerror(-ERANGE), a->size, a->offset, remote_len);
+	return 0;
+}
+
 /* Work out how many bytes to move; returns 0 or an exit code. */
 static int decide_size(struct xfer_args *a, const rma_remote *r)
 {
@@ -217,6 +233,8 @@ static int decide_size(struct xfer_args *a, const rma_remote *r)
 	if (a->file && !S_ISREG(st.st_mode)) {
 		a->stream = true;
 		if (a->has_size) {
+			if (check_window(a, remote_len))
+				return EXIT_RUNTIME;
 			a->stream_max = a->size;
 		} else if (a->fabric) {
 			a->stream_max = SIZE_MAX; /* the window's length is unknown */
@@ -235,14 +253,14 @@ static int decide_size(struct xfer_args *a, const rma_remote *r)
 	if (!a->has_size && a->file) {
 		a->size = (uint64_t)st.st_size;
 	} else if (!a->has_size) {
-		/* Leave explicit sizes to the library's bounds check; a default
-		 * size past the end is our own mistake to name. */
 		if (a->offset > remote_len)
 			return tool_fail(a->cmd, EXIT_RUNTIME, "offset %" PRIu64
 					 " is beyond the advertised length %" PRIu64,
 					 a->offset, remote_len);
 		a->size = remote_len - a->offset;
 	}
+	if (check_window(a, remote_len))
+		return EXIT_RUNTIME;
 	if ((uint64_t)(size_t)a->size != a->size)
 		return tool_fail(a->cmd, EXIT_RUNTIME, "size %" PRIu64 " too large", a->size);
 	return 0;
