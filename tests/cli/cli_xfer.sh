@@ -1,6 +1,7 @@
 #!/bin/sh
 # put and get at their edges: --file from a pipe (no size to stat); a
-# --size past the window's end refused before its buffer is allocated.
+# --size past the window's end refused before its buffer is allocated; a
+# get --out that cannot be written leaves PATH as it was.
 RMA=$1
 . "$(dirname "$0")/cli_lib.sh"
 
@@ -55,5 +56,23 @@ printf hello | "$RMA" put "$token" -F /dev/stdin -s 1K -o 65535 >/dev/null 2>"$t
 	fail "put past the window's end succeeded"
 grep -q "outside the advertised window" "$tmp/past.err" ||
 	fail "put past the window's end: $(cat "$tmp/past.err")"
+
+# ---- get --out: a failed write leaves PATH as it was ----
+mkdir "$tmp/outdir"
+printf old >"$tmp/outdir/kept"
+# SIGXFSZ ignored: a write past the limit fails with EFBIG
+(trap '' XFSZ; ulimit -f 16; exec "$RMA" get "$token" --out "$tmp/outdir/kept") \
+	>"$tmp/big1.out" 2>"$tmp/big1.err"
+rc=$?
+[ $rc -eq 1 ] || fail "get --out past the file size limit: status $rc, want 1"
+[ "$(cat "$tmp/outdir/kept")" = old ] || fail "a failed get --out changed the file"
+grep -q "left as it was" "$tmp/big1.err" || fail "no message saying the file is kept"
+(trap '' XFSZ; ulimit -f 16; exec "$RMA" get "$token" --out "$tmp/outdir/new") \
+	>"$tmp/big2.out" 2>"$tmp/big2.err" && fail "get --out past the file size limit succeeded"
+[ ! -e "$tmp/outdir/new" ] || fail "a failed get --out left a partial file"
+[ "$(ls -A "$tmp/outdir")" = kept ] || fail "a failed get --out left $(ls -A "$tmp/outdir")"
+"$RMA" get "$token" --out "$tmp/outdir/kept" >"$tmp/get.out" 2>"$tmp/get.err" ||
+	fail "get --out: status $?"
+[ "$(wc -c <"$tmp/outdir/kept")" -eq 65536 ] || fail "get --out did not write 64K"
 stop_target
 echo ok

@@ -9,6 +9,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -372,13 +373,11 @@ static int read_stream(struct xfer_args *a, unsigned char **bufp, size_t *cap)
 	return 0;
 }
 
-static int write_file(const char *path, const void *buf, size_t len)
+/* Write all of buf to fd and close it: 0 or -errno. */
+static int write_close(int fd, const void *buf, size_t len)
 {
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	size_t done = 0;
 
-	if (fd < 0)
-		return -errno;
 	while (done < len) {
 		ssize_t n = write(fd, (const char *)buf + done, len - done);
 
@@ -393,6 +392,78 @@ static int write_file(const char *path, const void *buf, size_t len)
 		done += (size_t)n;
 	}
 	return close(fd) < 0 ? -errno : 0;
+}
+
+/*
+ * Save a get's bytes to --out.  A regular file, or a new one, is written
+ * under a temporary name beside it and renamed over it, so that a failed
+ * write leaves PATH as it was; anything else (/dev/stdout, a FIFO) is
+ * written as it is.  Returns 0 or an exit code (reported).
+ */
+static int write_out(const struct xfer_args *a, const void *buf, size_t len)
+{
+	const char *slash;
+	char *path = NULL, *tmp = NULL;
+	struct stat st;
+	bool exists = stat(a->out, &st) == 0;
+	mode_t mode;
+	int fd, err;
+
+	if (exists && !S_ISREG(st.st_mode)) {
+		fd = open(a->out, O_WRONLY | O_TRUNC | O_CLOEXEC);
+		err = fd < 0 ? -errno : write_close(fd, buf, len);
+		if (err < 0)
+			return tool_fail(a->cmd, EXIT_RUNTIME, "%s: %s", a->out,
+					 strerror(-err));
+		return 0;
+	}
+	/* Through a symlink, replace the file it names rather than the link. */
+	path = exists ? realpath(a->out, NULL) : strdup(a->out);
+	if (!path) {
+		err = errno;
+		return tool_fail(a->cmd, EXIT_RUNTIME, "%s: %s", a->out, strerror(err));
+	}
+	slash = strrchr(path, '/');
+	if (asprintf(&tmp, "%.*s.%s.XXXXXX", slash ? (int)(slash - path + 1) : 0,
+		     path, slash ? slash + 1 : path) < 0) {
+		tmp = NULL;
+		err = -ENOMEM;
+		goto fail;
+	}
+	if (exists) {
+		mode = st.st_mode & 07777;
+	} else {
+		mode = umask(0);
+		umask(mode);
+		mode = 0644 & ~mode;
+	}
+	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0) {
+		err = -errno;
+		free(tmp);
+		tmp = NULL; /* nothing made to remove */
+		goto fail;
+	}
+	if (fchmod(fd, mode) < 0) {
+		err = -errno;
+		close(fd);
+		goto fail;
+	}
+	err = write_close(fd, buf, len);
+	if (err == 0 && rename(tmp, path) < 0)
+		err = -errno;
+	if (err == 0) {
+		free(tmp);
+		free(path);
+		return 0;
+	}
+fail:
+	if (tmp)
+		unlink(tmp);
+	free(tmp);
+	free(path);
+	return tool_fail(a->cmd, EXIT_RUNTIME, "%s: %s (%s %s)", a->out, strerror(-err),
+			 a->out, exists ? "is left as it was" : "was not made");
 }
 
 /*
@@ -462,12 +533,8 @@ static int transfer(const struct xfer_args *a, rma_engine *e,
 	rma_region_release(op.local);
 	if (rc)
 		return rc;
-	if (a->out) {
-		int err = write_file(a->out, buf, (size_t)result);
-
-		if (err < 0)
-			return tool_fail(a->cmd, EXIT_RUNTIME, "%s: %s", a->out, strerror(-err));
-	}
+	if (a->out && (rc = write_out(a, buf, (size_t)result)))
+		return rc;
 	print_result(buf, (uint64_t)result, t1 - t0);
 	return EXIT_OK;
 }
