@@ -2,7 +2,7 @@
 # The CLI's conventions: put refuses to guess what to write; every --help
 # lists every option its command takes; a short option means one thing in
 # every command; --secret-file and --log work and win over RMA_SECRET and
-# RMA_LOG, which keep working; durations take units.
+# RMA_LOG, which keep working; durations take units; numbers are digits.
 RMA=$1
 SRC=$2
 . "$(dirname "$0")/cli_lib.sh"
@@ -95,5 +95,13 @@ RMA_TRANSPORTS=nonesuch "$RMA" get "$token" >"$tmp/e2.out" 2>"$tmp/e2.err" &&
 RMA_TRANSPORTS=nonesuch "$RMA" get "$token" --transport tcp >"$tmp/e3.out" 2>"$tmp/e3.err" ||
 	fail "--transport did not win over RMA_TRANSPORTS"
 stop_target
+
+# ---- numbers: digits of one base, 0x hex or decimal, nothing else ----
+for v in 0x0x10 0x 0x-1 -1 +1 " 1" "1 " 0xg 1x; do
+	"$RMA" put TOKEN --fill "$v" >/dev/null 2>"$tmp/n.err"
+	rc=$?
+	[ $rc -eq 2 ] || fail "put --fill '$v': status $rc, want 2"
+	grep -q "bad --fill seed" "$tmp/n.err" || fail "put --fill '$v': $(cat "$tmp/n.err")"
+done
 
 echo "ok: conventions hold"

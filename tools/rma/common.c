@@ -62,15 +62,21 @@ int parse_u64(const char *s, uint64_t *out)
 	char *end;
 	unsigned long long v;
 
-	/* strtoull accepts "-1" and leading blanks; a count never has them. */
-	if (!s || !isdigit((unsigned char)s[0]))
+	if (!s)
 		return -EINVAL;
 	/* Base 16 after 0x, else 10: a leading zero is not octal. */
 	bool hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
-	if (hex && !isxdigit((unsigned char)s[2]))
+	const char *digits = hex ? s + 2 : s;
+
+	/* Digits only: strtoull would take signs, leading blanks and, in
+	 * base 16, a second "0x". */
+	if (!*digits)
 		return -EINVAL;
+	for (const char *p = digits; *p; p++)
+		if (hex ? !isxdigit((unsigned char)*p) : !isdigit((unsigned char)*p))
+			return -EINVAL;
 	errno = 0;
-	v = strtoull(hex ? s + 2 : s, &end, hex ? 16 : 10);
+	v = strtoull(digits, &end, hex ? 16 : 10);
 	if (errno == ERANGE)
 		return -ERANGE;
 	if (*end != '\0')
