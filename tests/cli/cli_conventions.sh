@@ -2,7 +2,8 @@
 # The CLI's conventions: put refuses to guess what to write; every --help
 # lists every option its command takes; a short option means one thing in
 # every command; --secret-file and --log work and win over RMA_SECRET and
-# RMA_LOG, which keep working; durations take units; numbers are digits.
+# RMA_LOG, which keep working; durations take units; numbers are digits;
+# a bad long option is named as it was given.
 RMA=$1
 SRC=$2
 . "$(dirname "$0")/cli_lib.sh"
@@ -103,5 +104,13 @@ for v in 0x0x10 0x 0x-1 -1 +1 " 1" "1 " 0xg 1x; do
 	[ $rc -eq 2 ] || fail "put --fill '$v': status $rc, want 2"
 	grep -q "bad --fill seed" "$tmp/n.err" || fail "put --fill '$v': $(cat "$tmp/n.err")"
 done
+
+# ---- a long option's fault names the long option ----
+"$RMA" put TOKEN --zero=1 >/dev/null 2>"$tmp/o1.err"
+rc=$?
+[ $rc -eq 2 ] || fail "put --zero=1: status $rc, want 2"
+grep -q "option '--zero' takes no value" "$tmp/o1.err" || fail "put --zero=1: $(cat "$tmp/o1.err")"
+"$RMA" get TOKEN --nonesuch >/dev/null 2>"$tmp/o2.err" && fail "get took --nonesuch"
+grep -q "unknown option '--nonesuch'" "$tmp/o2.err" || fail "get --nonesuch: $(cat "$tmp/o2.err")"
 
 echo "ok: conventions hold"

@@ -52,6 +52,16 @@ int tool_getopt_error(const char *cmd, int c, char **argv)
 
 	if (c == ':')
 		return tool_usage_error(cmd, "option '%s' needs a value", word);
+	/* A long option is named as given: optopt holds its short letter
+	 * when the fault is a value it takes none of (--zero=1). */
+	if (strncmp(word, "--", 2) == 0) {
+		const char *eq = strchr(word, '=');
+
+		if (eq && optopt)
+			return tool_usage_error(cmd, "option '%.*s' takes no value",
+						(int)(eq - word), word);
+		return tool_usage_error(cmd, "unknown option '%s'", word);
+	}
 	if (optopt && optopt != '?')
 		return tool_usage_error(cmd, "unknown option '-%c'", optopt);
 	return tool_usage_error(cmd, "unknown option '%s'", word);
