@@ -249,11 +249,13 @@ static int serve(const struct target_args *a, int sig_fd, rma_engine *e,
 	if (rc < 0)
 		fprintf(stderr, "rma target: releasing the region: %s\n",
 			rma_strerror(rc));
+	/* The crc still says what the buffer holds; the status says that a
+	 * remote op may yet have touched it after. */
 	printf("crc32c: %08" PRIx32 "\n", buffer_crc(buf, (size_t)a->size));
 	fflush(stdout);
 	if (a->alloc)
 		munmap(buf, (size_t)a->size);
-	return EXIT_OK;
+	return rc < 0 ? EXIT_RUNTIME : EXIT_OK;
 }
 
 int cmd_target(int argc, char **argv)
