@@ -146,7 +146,8 @@ class Batch:
 
     async def submit_async(self, timeout: Optional[float] = None) -> List[int]:
         """:meth:`submit` for asyncio: the ops are posted and the event loop
-        waits on the engine's completion fd.  Cancelling the awaiting task
+        waits on the engine's completion fd; ops the completion queue has no
+        room for are posted as it drains.  Cancelling the awaiting task
         does not cancel the ops; their local buffers stay registered until
         they complete (each by its deadline)."""
         n = len(self._ops)

@@ -91,6 +91,27 @@ class Async(unittest.TestCase):
                 silent.close()
         self.run_with(go)
 
+    def test_full_queue(self):
+        """More ops than the completion queue holds: the rest are posted as
+        completions make room, and every one succeeds."""
+        owner = rma.Engine(transports="tcp")
+        peer = rma.Engine(transports="tcp", cq_depth=8)
+        try:
+            data = pattern(32 * 4096, 6)
+            r = peer.remote(owner.register(bytearray(data)).advertise())
+            outs = [bytearray(4096) for _ in range(32)]
+
+            async def go():
+                b = peer.batch()
+                for i, o in enumerate(outs):
+                    b.read_into(r, o, remote_offset=i * 4096, length=4096)
+                return await b.submit_async(timeout=TIMEOUT)
+            self.assertEqual(asyncio.run(go()), [4096] * 32)
+            self.assertEqual(b"".join(outs), data)
+        finally:
+            peer.close()
+            owner.close()
+
     def test_loops_in_turn(self):
         """One engine used by one asyncio.run after another."""
         with rma.Engine(transports="tcp") as e:
