@@ -59,6 +59,16 @@ def timeout_ms(timeout: Optional[float]) -> int:
     return min(max(1, math.ceil(timeout * 1000)), 2**31 - 1)
 
 
+def wait_ms(seconds: float) -> int:
+    """A wait in seconds (0: none; math.inf: as long as it takes) to rma's ms."""
+    if seconds == math.inf:
+        return _lib.RMA_NONE
+    if not seconds >= 0:
+        raise ValueError(f"a wait must be >= 0 seconds or math.inf, not {seconds!r}")
+    # Round up, as timeout_ms does: a short wait must not become no wait.
+    return min(math.ceil(seconds * 1000), 2**31 - 1)
+
+
 def _export(obj: BufferLike, what: str) -> Tuple[ctypes.Array, int]:
     """Export obj's memory without copying; returns (holder, nbytes).
 
@@ -463,12 +473,13 @@ class Engine:
         return self._ptr is None
 
     def close(self, drain: float = 0) -> None:
-        """Cancel what is in flight (after up to ``drain`` seconds), release
-        every buffer and free the engine.  No other call on the engine may be
-        running.  Calling it again is a no-op."""
+        """Cancel what is in flight (after up to ``drain`` seconds;
+        :data:`NO_DEADLINE`: once every op has ended by its own deadline),
+        release every buffer and free the engine.  No other call on the
+        engine may be running.  Calling it again is a no-op."""
         if self._ptr is None:
             return
-        lib.rma_engine_shutdown(self._ptr, int(drain * 1000))
+        lib.rma_engine_shutdown(self._ptr, wait_ms(drain))
         if self._aio is not None:
             self._aio.close()  # delivers the cancelled ops' completions
             self._aio = None
@@ -579,8 +590,9 @@ class Engine:
 
     def progress(self, timeout: float = 0) -> int:
         """Drive progress once (needed only with ``manual_progress``), waiting
-        up to ``timeout`` seconds for activity."""
-        return check(lib.rma_progress(self._handle(), int(timeout * 1000)))
+        up to ``timeout`` seconds (:data:`NO_DEADLINE`: until there is some)
+        for activity."""
+        return check(lib.rma_progress(self._handle(), wait_ms(timeout)))
 
     def _dispatcher(self) -> "Dispatcher":
         from ._aio import Dispatcher

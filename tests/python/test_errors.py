@@ -1,5 +1,6 @@
 """Errors arrive as exceptions carrying the errno and rma's message."""
 import errno
+import threading
 import time
 import unittest
 
@@ -86,6 +87,35 @@ class Errors(unittest.TestCase):
                 remote.read_into(b"read-only" * 2)
             with self.assertRaises(ValueError):
                 remote.read_into(bytearray(10), timeout=0)
+
+    def test_no_deadline(self):
+        """NO_DEADLINE is a wait with no end for progress and close."""
+        owner = rma.Engine(transports="tcp", manual_progress=True)
+        peer = rma.Engine(transports="tcp")
+        try:
+            r = peer.remote(owner.register(bytearray(16)).advertise())
+            errs = []
+
+            def connect():
+                try:
+                    r.connect(timeout=TIMEOUT)
+                except rma.RmaError as e:
+                    errs.append(e)
+            t = threading.Thread(target=connect, daemon=True)
+            t.start()
+            # returns at the peer's connection, the first activity
+            self.assertGreaterEqual(owner.progress(rma.NO_DEADLINE), 0)
+            end = time.monotonic() + TIMEOUT
+            while t.is_alive() and time.monotonic() < end:
+                owner.progress(0.05)
+            t.join(1)
+            self.assertEqual(errs, [])
+            with self.assertRaises(ValueError):
+                owner.progress(-1)
+        finally:
+            peer.close(drain=rma.NO_DEADLINE)
+            owner.close(drain=rma.NO_DEADLINE)
+        self.assertTrue(peer.closed and owner.closed)
 
     def test_timeout(self):
         """An owner that never drives progress never answers: the op ends by
