@@ -127,6 +127,7 @@ static int parse_args(int argc, char **argv, const struct hx_system *sys,
 		{ "duration", required_argument, NULL, 'd' },
 		{ "peer", required_argument, NULL, 'p' },
 		{ "serve", no_argument, NULL, 'S' },
+		{ "alloc", no_argument, NULL, 'A' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char sizes[256] = "8,4K,64K,1M,16M";
@@ -154,6 +155,11 @@ static int parse_args(int argc, char **argv, const struct hx_system *sys,
 			if (!sys->advertise)
 				return -EINVAL;
 			a->serve_only = 1;
+			break;
+		case 'A':
+			if (!sys->alloc_usage)
+				return -EINVAL;
+			a->alloc = 1;
 			break;
 		default: return -EINVAL;
 		}
@@ -321,12 +327,12 @@ static void print_result(const struct hx_system *sys, const struct hx_args *a,
 	double bytes = (double)r->iters * (double)size;
 
 	printf("{\"system\":\"%s-%s\",\"op\":\"%s\",\"size\":%llu,\"window\":%u,"
-	       "\"target\":\"%s\",\"iters\":%llu,\"seconds\":%.4f,\"bandwidth_MBps\":%.2f,"
+	       "\"target\":\"%s\",\"alloc\":%s,\"iters\":%llu,\"seconds\":%.4f,\"bandwidth_MBps\":%.2f,"
 	       "\"ops_per_s\":%.0f,\"latency_us_p50\":%.2f,\"latency_us_p99\":%.2f,"
 	       "\"latency_samples\":%zu}\n",
 	       sys->name, a->transport, a->kind == HX_PUT ? "put" : "get",
 	       (unsigned long long)size, a->window, a->peer ? "peer" : "own",
-	       (unsigned long long)r->iters,
+	       a->alloc ? "true" : "false", (unsigned long long)r->iters,
 	       r->seconds, bytes / r->seconds / 1e6, (double)r->iters / r->seconds,
 	       r->p50_us, r->p99_us, r->samples);
 	fflush(stdout);
@@ -406,10 +412,13 @@ int hx_main(int argc, char **argv, const struct hx_system *sys)
 	prog = sys->name;
 	if (parse_args(argc, argv, sys, &a) < 0) {
 		fprintf(stderr, "usage: %s_rma [--transport T] [--op put|get] [--sizes LIST]"
-				" [--window N] [--duration MS]%s%s%s%s\n", sys->name,
+				" [--window N] [--duration MS]%s%s%s%s%s\n", sys->name,
 			sys->peer_usage ? " [--peer '" : "",
 			sys->peer_usage ? sys->peer_usage : "", sys->peer_usage ? "']" : "",
-			sys->advertise ? " [--serve]" : "");
+			sys->advertise ? " [--serve]" : "",
+			sys->alloc_usage ? " [--alloc]" : "");
+		if (sys->alloc_usage)
+			fprintf(stderr, "  --alloc  %s\n", sys->alloc_usage);
 		return 2;
 	}
 	if (a.peer) /* someone else's passive side: no child */

@@ -36,6 +36,8 @@ struct hx_args {
 	const char *peer;       /* --peer: an existing passive side, in the
 				 * system's words; NULL: fork our own */
 	int serve_only;         /* --serve: the passive side alone, until EOF */
+	int alloc;              /* --alloc: the library allocates the passive
+				 * side's buffer (systems with alloc_usage) */
 };
 
 /* One library, seen from the initiator.  Every hook returns 0 or -errno. */
@@ -52,6 +54,8 @@ struct hx_system {
 	 * that --peer (of this or another initiator) takes.  NULL: not
 	 * supported. */
 	int (*advertise)(int sock);
+	/* What --alloc does, for the usage line; NULL: not supported. */
+	const char *alloc_usage;
 	/* Post one op (HX_PUT or HX_GET) of size bytes from the start of
 	 * the local buffer to the start of the remote one; -EAGAIN:
 	 * progress, then try again. */

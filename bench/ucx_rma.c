@@ -2,12 +2,22 @@
  * ucx_rma.c - UCX UCP put/get through the same timed loop as `rma bench`.
  *
  *   ucx_rma [--transport tcp|cma|posix|LIST] [--op put|get] [--sizes LIST]
- *           [--window N] [--duration MS]
+ *           [--window N] [--duration MS] [--alloc]
  *
  * --transport becomes UCX_TLS (tcp also pins UCX_NET_DEVICES=lo, so it stays
  * on loopback).  The passive side maps one buffer with ucp_mem_map and sends
  * its worker address, packed rkey and base address over a socketpair; the
  * initiator connects an endpoint and runs ucp_put_nbx / ucp_get_nbx.
+ *
+ * The passive side's buffer is the process's own memory (posix_memalign),
+ * registered with ucp_mem_map, as a user's buffer is.  With --alloc, UCX
+ * allocates it instead (ucp_mem_map with UCP_MEM_MAP_ALLOCATE, address
+ * NULL), as `rma bench --alloc` has the library allocate the target's
+ * buffer: UCX's posix and sysv memory domains then hand out shared memory
+ * the initiator can attach and copy into directly, which its posix
+ * transport cannot do for user memory (it emulates put and get with
+ * messages).  The initiator's buffer is user memory either way, as rma's
+ * is.
  *
  * Completion: a get is complete when its callback runs (the data is here).
  * A put's callback only says the local buffer may be reused, so puts are
@@ -33,6 +43,7 @@ struct ucx {
 	ucp_mem_h memh;
 	void *buf;
 	size_t len;
+	int ucx_owned; /* buf came from ucp_mem_map (--alloc) */
 	/* initiator only */
 	ucp_ep_h ep;
 	ucp_rkey_h rkey;
@@ -65,8 +76,9 @@ static void set_transport(const char *t)
 		setenv("UCX_NET_DEVICES", "lo", 0);
 }
 
-/* Context, worker and one mapped buffer of len bytes. */
-static int setup(struct ucx *u, const struct hx_args *a, size_t len)
+/* Context, worker and one mapped buffer of len bytes: the process's own,
+ * or with alloc, allocated by UCX. */
+static int setup(struct ucx *u, const struct hx_args *a, size_t len, int alloc)
 {
 	ucp_params_t params = {
 		.field_mask = UCP_PARAM_FIELD_FEATURES,
@@ -89,6 +101,29 @@ static int setup(struct ucx *u, const struct hx_args *a, size_t len)
 	if ((st = ucp_worker_create(u->ctx, &wp, &u->worker)) != UCS_OK)
 		return fail("ucp_worker_create", st);
 	u->len = len;
+	if (alloc) {
+		ucp_mem_map_params_t mp = {
+			.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS |
+				      UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+				      UCP_MEM_MAP_PARAM_FIELD_FLAGS,
+			.address = NULL,
+			.length = len,
+			.flags = UCP_MEM_MAP_ALLOCATE,
+		};
+		ucp_mem_attr_t attr = {
+			.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH,
+		};
+		if ((st = ucp_mem_map(u->ctx, &mp, &u->memh)) != UCS_OK)
+			return fail("ucp_mem_map(UCP_MEM_MAP_ALLOCATE)", st);
+		if ((st = ucp_mem_query(u->memh, &attr)) != UCS_OK)
+			return fail("ucp_mem_query", st);
+		if (attr.length < len)
+			return -ENOMEM;
+		u->buf = attr.address;
+		u->ucx_owned = 1;
+		memset(u->buf, 0x5a, len); /* the pages exist before timing */
+		return 0;
+	}
 	if (posix_memalign(&u->buf, 4096, len))
 		return -ENOMEM;
 	memset(u->buf, 0x5a, len); /* the pages exist before mapping */
@@ -110,7 +145,8 @@ static void teardown(struct ucx *u)
 		ucp_worker_destroy(u->worker);
 	if (u->ctx)
 		ucp_cleanup(u->ctx);
-	free(u->buf);
+	if (!u->ucx_owned)
+		free(u->buf); /* else ucp_mem_unmap released it */
 }
 
 static int serve(const struct hx_args *a, int sock)
@@ -121,7 +157,7 @@ static int serve(const struct hx_args *a, int sock)
 	void *rkey_buf;
 	uint64_t base;
 	ucs_status_t st;
-	int rc = setup(&u, a, a->max_size);
+	int rc = setup(&u, a, a->max_size, a->alloc);
 
 	if (rc < 0)
 		goto out;
@@ -185,7 +221,7 @@ static int open_initiator(const struct hx_args *a, int sock, void **out)
 	struct ucx *u = &self;
 	uint32_t len, rkey_len;
 	ucs_status_t st;
-	int rc = setup(u, a, a->max_size);
+	int rc = setup(u, a, a->max_size, 0); /* user memory, as rma's */
 
 	if (rc < 0)
 		return rc;
@@ -306,6 +342,8 @@ int main(int argc, char **argv)
 		.progress = progress,
 		.close = close_initiator,
 		.buffer = buffer,
+		.alloc_usage = "the passive side's buffer from ucp_mem_map("
+			       "UCP_MEM_MAP_ALLOCATE), shared memory UCX allocates",
 	};
 
 	return hx_main(argc, argv, &sys);
