@@ -28,10 +28,7 @@ import rma
 
 
 def read_secret(path):
-    if not path:
-        return None
-    with open(path, "rb") as f:
-        return f.read().strip()
+    return rma.read_secret_file(path) if path else None
 
 
 def demo_store():

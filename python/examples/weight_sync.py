@@ -32,10 +32,7 @@ def size_arg(s: str) -> int:
 
 
 def read_secret(path):
-    if not path:
-        return None
-    with open(path, "rb") as f:
-        return f.read().strip()
+    return rma.read_secret_file(path) if path else None
 
 
 def trainer(args) -> int:

@@ -24,6 +24,7 @@ system's library path.
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import List, NamedTuple
 
 from . import _lib
@@ -37,7 +38,8 @@ __all__ = [
     "Access", "Batch", "BatchError", "Buffer", "BufferLike", "CacheStats", "Engine",
     "NO_DEADLINE",
     "OpFailure", "Remote", "RmaError", "RmaTimeoutError", "RouteInfo", "TransportInfo",
-    "crc32c", "library_path", "set_log_level", "strerror", "transports", "version",
+    "crc32c", "library_path", "read_secret_file", "set_log_level", "strerror",
+    "transports", "version",
 ]
 
 #: the librma file in use
@@ -79,6 +81,19 @@ def crc32c(data: BufferLike, crc: int = 0) -> int:
         mv = memoryview(bytearray(mv))
     arr = (ctypes.c_char * mv.nbytes).from_buffer(mv)
     return lib.rma_crc32c(crc, ctypes.addressof(arr), mv.nbytes)
+
+def read_secret_file(path: "os.PathLike[str] | str") -> bytes:
+    """The shared secret in a file, read as the rma CLI's ``--secret-file``
+    reads it: the first line without its line ending, other bytes (spaces
+    too) kept, for :class:`Engine`'s ``secret``.  Raises ``ValueError`` if
+    that line is empty."""
+    with open(path, "rb") as f:
+        line = f.readline()
+    secret = line.split(b"\n", 1)[0].split(b"\r", 1)[0]
+    if not secret:
+        raise ValueError(f"{os.fspath(path)}: the first line is empty")
+    return secret
+
 
 _LEVELS = {"error": 0, "warn": 1, "info": 2, "debug": 3}
 
