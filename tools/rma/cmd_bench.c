@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
@@ -77,7 +78,8 @@ struct child {
 	int out_fd; /* its stdout */
 };
 
-/* What setting up peers and regions cost (-1: not measured). */
+/* What setting up peers and regions cost (NAN: not measured; a memory
+ * change may be negative). */
 struct setup {
 	unsigned regions;          /* registered at the target */
 	double register_per_s;     /* the child's registration rate */
@@ -113,7 +115,7 @@ struct result {
 	uint64_t iters;
 	uint64_t posts;   /* rma_post calls that posted ops */
 	double secs;
-	double cpu_us_init, cpu_us_target; /* CPU time per op; -1 unmeasured */
+	double cpu_us_init, cpu_us_target; /* CPU time per op; NAN: not measured */
 	double mbps, ops_per_s;
 	double p50_us, p99_us;
 	size_t samples;
@@ -414,22 +416,23 @@ static uint64_t max_size(const struct bench_args *a)
 	return m;
 }
 
-/* VmRSS of a process in bytes, or -1. */
+/* VmRSS of a process in bytes, or NAN; a difference of two is NAN unless
+ * both were read. */
 static double vm_rss(pid_t pid)
 {
 	char path[64], line[256];
-	double kb = -1;
+	double kb = NAN;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	f = fopen(path, "r");
 	if (!f)
-		return -1;
+		return NAN;
 	while (fgets(line, sizeof(line), f))
 		if (sscanf(line, "VmRSS: %lf kB", &kb) == 1)
 			break;
 	fclose(f);
-	return kb < 0 ? -1 : kb * 1024;
+	return kb * 1024;
 }
 
 /* CPU time of every thread of a process, in ns (schedstat), or -1. */
@@ -666,8 +669,8 @@ static int start_target(struct bench *b, struct child *c)
 		   &rss1) != 4 || n != a->regions)
 		return -EBADMSG;
 	b->setup.regions = n;
-	b->setup.register_per_s = reg_ns ? n / (reg_ns / 1e9) : -1;
-	b->setup.target_B_per_region = rss0 >= 0 && rss1 >= 0 ? (rss1 - rss0) / n : -1;
+	b->setup.register_per_s = reg_ns ? n / (reg_ns / 1e9) : NAN;
+	b->setup.target_B_per_region = (rss1 - rss0) / n;
 	b->remote = calloc(n, sizeof(*b->remote));
 	if (!b->remote)
 		return -ENOMEM;
@@ -874,7 +877,7 @@ static int window_phase(struct bench *b, uint64_t size, uint64_t ms,
 		res->secs = (double)(now_ns() - t0) / 1e9;
 		res->mbps = (double)bytes / res->secs / 1e6;
 		res->ops_per_s = (double)done / res->secs;
-		res->cpu_us_init = res->cpu_us_target = -1;
+		res->cpu_us_init = res->cpu_us_target = NAN;
 		if (done && cpu0 >= 0) {
 			double cpu1 = self_cpu_ns();
 
@@ -1038,9 +1041,10 @@ static int measure(struct bench *b, int size_index, struct result *res)
 
 /* ---- output ---- */
 
+/* A number, or null where it was not measured (NAN). */
 static void json_num(const char *key, double v)
 {
-	if (v < 0)
+	if (isnan(v))
 		printf(",\"%s\":null", key);
 	else
 		printf(",\"%s\":%.2f", key, v);
@@ -1061,16 +1065,23 @@ static void print_header(const struct bench *b)
 		printf("up to %u", a->window);
 	printf(", peers %u, regions %u%s\n", b->np, b->nr,
 	       a->manual ? ", manual progress" : "");
-	if (s->register_per_s >= 0)
-		printf("target: %u region%s registered at %.0f/s, VmRSS %+.0f bytes per "
-		       "region\n", s->regions, s->regions == 1 ? "" : "s",
-		       s->register_per_s, s->target_B_per_region);
+	if (!isnan(s->register_per_s)) {
+		printf("target: %u region%s registered at %.0f/s, VmRSS ", s->regions,
+		       s->regions == 1 ? "" : "s", s->register_per_s);
+		if (isnan(s->target_B_per_region))
+			printf("per region not measured\n");
+		else
+			printf("%+.0f bytes per region\n", s->target_B_per_region);
+	}
 	if (b->np > 1) {
 		printf("peers: %u connected in %.1f ms; VmRSS per peer: ", b->np,
 		       s->connect_ms);
-		if (s->target_B_per_peer >= 0)
+		if (!isnan(s->target_B_per_peer))
 			printf("target %+.0f bytes, ", s->target_B_per_peer);
-		printf("initiator %+.0f bytes\n", s->initiator_B_per_peer);
+		if (isnan(s->initiator_B_per_peer))
+			printf("initiator not measured\n");
+		else
+			printf("initiator %+.0f bytes\n", s->initiator_B_per_peer);
 	}
 	printf("bandwidth and rate: %s phases of %.3g s after %.3g s of warm-up; "
 	       "latency: a completed op, one at a time (a full round trip)\n",
@@ -1088,16 +1099,16 @@ static void print_result(const struct bench *b, const struct result *r)
 	char sz[32];
 
 	if (!a->json) {
-		char tgt[32];
+		char cpu[32], tgt[32];
 
-		if (r->cpu_us_target >= 0)
-			snprintf(tgt, sizeof(tgt), "%.2f", r->cpu_us_target);
-		else
-			snprintf(tgt, sizeof(tgt), "-");
-		printf("%8s %11.2f %9.3f %9.4f %9.2f %9.2f %10" PRIu64 " %9.2f %9s%s\n",
+		snprintf(cpu, sizeof(cpu), isnan(r->cpu_us_init) ? "-" : "%.2f",
+			 r->cpu_us_init);
+		snprintf(tgt, sizeof(tgt), isnan(r->cpu_us_target) ? "-" : "%.2f",
+			 r->cpu_us_target);
+		printf("%8s %11.2f %9.3f %9.4f %9.2f %9.2f %10" PRIu64 " %9s %9s%s\n",
 		       format_size(r->size, sz, sizeof(sz)), r->mbps, r->mbps * 8 / 1e3,
 		       r->ops_per_s / 1e6, r->p50_us, r->p99_us, r->iters,
-		       r->cpu_us_init, tgt,
+		       cpu, tgt,
 		       r->verified < 0 ? "" : r->verified ? "  ok" : "  FAILED");
 		fflush(stdout);
 		return;
@@ -1190,7 +1201,7 @@ static int add_peer(struct bench *b, unsigned p)
 /* Every peer, with the memory each costs on both sides. */
 static int add_peers(struct bench *b)
 {
-	double self0, target0 = -1;
+	double self0, target0 = NAN;
 	uint64_t t0 = now_ns();
 	int rc;
 
@@ -1209,12 +1220,10 @@ static int add_peers(struct bench *b)
 	b->setup.connect_ms = (double)(now_ns() - t0) / 1e6;
 	if (b->np > 1) {
 		double self1 = vm_rss(getpid());
-		double target1 = b->target_pid ? vm_rss(b->target_pid) : -1;
+		double target1 = b->target_pid ? vm_rss(b->target_pid) : NAN;
 
-		b->setup.initiator_B_per_peer = self0 >= 0 && self1 >= 0
-			? (self1 - self0) / (b->np - 1) : -1;
-		b->setup.target_B_per_peer = target0 >= 0 && target1 >= 0
-			? (target1 - target0) / (b->np - 1) : -1;
+		b->setup.initiator_B_per_peer = (self1 - self0) / (b->np - 1);
+		b->setup.target_B_per_peer = (target1 - target0) / (b->np - 1);
 	}
 	return 0;
 }
@@ -1310,9 +1319,9 @@ int cmd_bench(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	b.a = &a;
 	b.len = (size_t)max_size(&a);
-	b.setup = (struct setup){ .register_per_s = -1, .target_B_per_region = -1,
-				  .target_B_per_peer = -1, .initiator_B_per_peer = -1,
-				  .connect_ms = -1 };
+	b.setup = (struct setup){ .register_per_s = NAN, .target_B_per_region = NAN,
+				  .target_B_per_peer = NAN, .initiator_B_per_peer = NAN,
+				  .connect_ms = NAN };
 	if (a.token) {
 		b.remote = calloc(1, sizeof(*b.remote));
 		if (!b.remote)
