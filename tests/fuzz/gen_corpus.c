@@ -57,6 +57,31 @@ int main(int argc, char **argv)
 	n = rma_advertise_text(r, 0, 0, 0, text, sizeof text);
 	put("advert", "text_valid", text, (size_t)n);
 	put("advert", "empty", "", 0);
+	/* An entry per transport this build has (tcp, shm, ofi: their
+	 * ad_parse), with and without a secret (ofi's blob differs). */
+	for (int secret = 0; secret < 2; secret++) {
+		struct rma_config c2;
+		rma_engine *e2;
+		rma_region *r2;
+		rma_config_init(&c2);
+		c2.transports = "tcp,shm,ofi:prov=tcp";
+		c2.flags = RMA_ENGINE_MANUAL_PROGRESS;
+		c2.secret = secret ? "corpus" : NULL;
+		if (rma_engine_create(&c2, &e2)) {
+			c2.transports = "tcp,shm";
+			if (rma_engine_create(&c2, &e2))
+				continue;
+		}
+		if (rma_region_register(e2, mem, sizeof mem, RMA_ACCESS_REMOTE_RW,
+					&r2) == 0) {
+			n = rma_advertise(r2, 512, 1024, 0, ad, sizeof ad);
+			if (n > 0)
+				put("advert", secret ? "all_transports_secret" :
+				    "all_transports", ad, (size_t)n);
+			rma_region_release(r2);
+		}
+		rma_engine_destroy(e2);
+	}
 
 	struct rma_tcp_hdr h = { .type = RMA_TCP_PUT, .id = 1, .key = 0x1122334455667788ULL,
 				 .addr = 4096, .len = 100 };
