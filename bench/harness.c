@@ -327,14 +327,14 @@ static void print_result(const struct hx_system *sys, const struct hx_args *a,
 	double bytes = (double)r->iters * (double)size;
 
 	printf("{\"system\":\"%s-%s\",\"op\":\"%s\",\"size\":%llu,\"window\":%u,"
-	       "\"target\":\"%s\",\"alloc\":%s,\"iters\":%llu,\"seconds\":%.4f,\"bandwidth_MBps\":%.2f,"
+	       "\"target\":\"%s\",\"iters\":%llu,\"seconds\":%.4f,\"bandwidth_MBps\":%.2f,"
 	       "\"ops_per_s\":%.0f,\"latency_us_p50\":%.2f,\"latency_us_p99\":%.2f,"
-	       "\"latency_samples\":%zu}\n",
+	       "\"latency_samples\":%zu,\"alloc\":%s}\n",
 	       sys->name, a->transport, a->kind == HX_PUT ? "put" : "get",
 	       (unsigned long long)size, a->window, a->peer ? "peer" : "own",
-	       a->alloc ? "true" : "false", (unsigned long long)r->iters,
+	       (unsigned long long)r->iters,
 	       r->seconds, bytes / r->seconds / 1e6, (double)r->iters / r->seconds,
-	       r->p50_us, r->p99_us, r->samples);
+	       r->p50_us, r->p99_us, r->samples, a->alloc ? "true" : "false");
 	fflush(stdout);
 }
 
