@@ -23,7 +23,7 @@
 
 #define MAX_SAMPLES 50000 /* as rma bench: a stable p99 */
 #define MIN_SAMPLES 3
-#define WARMUP_OPS 3
+#define WARMUP_OPS 3 /* single ops after the windowed warm-up, as rma bench */
 #define YIELD_AFTER 256 /* empty rounds: longer than a loopback round trip */
 #define STUCK_NS 20000000000ull /* a phase this far past its time has hung */
 
@@ -128,10 +128,11 @@ static int parse_args(int argc, char **argv, const struct hx_system *sys,
 		{ "peer", required_argument, NULL, 'p' },
 		{ "serve", no_argument, NULL, 'S' },
 		{ "alloc", no_argument, NULL, 'A' },
+		{ "warmup", required_argument, NULL, 'W' },
 		{ NULL, 0, NULL, 0 },
 	};
 	char sizes[256] = "8,4K,64K,1M,16M";
-	int c;
+	int c, warmup_set = 0;
 
 	*a = (struct hx_args){ .transport = sys->default_transport, .kind = HX_PUT,
 			       .window = 16, .duration_ms = 500 };
@@ -146,6 +147,10 @@ static int parse_args(int argc, char **argv, const struct hx_system *sys,
 		case 's': snprintf(sizes, sizeof sizes, "%s", optarg); break;
 		case 'w': a->window = (unsigned)atoi(optarg); break;
 		case 'd': a->duration_ms = (unsigned)atoi(optarg); break;
+		case 'W':
+			a->warmup_ms = (unsigned)atoi(optarg);
+			warmup_set = 1;
+			break;
 		case 'p':
 			if (!sys->peer_usage)
 				return -EINVAL;
@@ -167,6 +172,8 @@ static int parse_args(int argc, char **argv, const struct hx_system *sys,
 	if (optind != argc || (a->peer && a->serve_only) || a->window == 0 ||
 	    a->window > 4096 || a->duration_ms == 0)
 		return -EINVAL;
+	if (!warmup_set)
+		a->warmup_ms = a->duration_ms / 5; /* as rma bench */
 	for (char *save, *tok = strtok_r(sizes, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save)) {
 		if (a->n_sizes == HX_MAX_SIZES || parse_size(tok, &a->sizes[a->n_sizes]) < 0)
@@ -242,10 +249,13 @@ static int one_op(const struct hx_system *sys, void *ctx, unsigned kind,
 	return rc;
 }
 
+/* The window full for ms: the bandwidth phase, or (unmeasured) the
+ * warm-up. */
 static int bandwidth_phase(const struct hx_system *sys, void *ctx,
-			   const struct hx_args *a, uint64_t size, struct result *r)
+			   const struct hx_args *a, uint64_t size, unsigned ms,
+			   struct result *r)
 {
-	uint64_t t0 = hx_now_ns(), end = t0 + (uint64_t)a->duration_ms * 1000000u;
+	uint64_t t0 = hx_now_ns(), end = t0 + (uint64_t)ms * 1000000u;
 	uint64_t posted = 0, done = 0;
 	unsigned empty = 0;
 	int flushed = 0;
@@ -327,14 +337,16 @@ static void print_result(const struct hx_system *sys, const struct hx_args *a,
 	double bytes = (double)r->iters * (double)size;
 
 	printf("{\"system\":\"%s-%s\",\"op\":\"%s\",\"size\":%llu,\"window\":%u,"
-	       "\"target\":\"%s\",\"iters\":%llu,\"seconds\":%.4f,\"bandwidth_MBps\":%.2f,"
+	       "\"target\":\"%s\",\"iters\":%llu,\"seconds\":%.4f,"
+	       "\"warmup_s\":%.3f,\"bandwidth_MBps\":%.2f,"
 	       "\"ops_per_s\":%.0f,\"latency_us_p50\":%.2f,\"latency_us_p99\":%.2f,"
 	       "\"latency_samples\":%zu,\"alloc\":%s}\n",
 	       sys->name, a->transport, a->kind == HX_PUT ? "put" : "get",
 	       (unsigned long long)size, a->window, a->peer ? "peer" : "own",
 	       (unsigned long long)r->iters,
-	       r->seconds, bytes / r->seconds / 1e6, (double)r->iters / r->seconds,
-	       r->p50_us, r->p99_us, r->samples, a->alloc ? "true" : "false");
+	       r->seconds, a->warmup_ms / 1e3, bytes / r->seconds / 1e6,
+	       (double)r->iters / r->seconds, r->p50_us, r->p99_us, r->samples,
+	       a->alloc ? "true" : "false");
 	fflush(stdout);
 }
 
@@ -386,10 +398,16 @@ static int initiator(const struct hx_system *sys, const struct hx_args *a, int s
 		uint64_t size = a->sizes[i];
 		struct result r = { 0 };
 
+		struct result warm = { 0 };
+
+		/* Warm-up, as rma bench: the same traffic, unmeasured, plus
+		 * a few single ops. */
+		if (a->warmup_ms)
+			rc = bandwidth_phase(sys, ctx, a, size, a->warmup_ms, &warm);
 		for (int w = 0; w < WARMUP_OPS && rc == 0; w++)
 			rc = one_op(sys, ctx, a->kind, size);
 		if (rc == 0)
-			rc = bandwidth_phase(sys, ctx, a, size, &r);
+			rc = bandwidth_phase(sys, ctx, a, size, a->duration_ms, &r);
 		if (rc == 0)
 			rc = latency_phase(sys, ctx, a, size, &r);
 		if (rc == 0)
@@ -412,7 +430,8 @@ int hx_main(int argc, char **argv, const struct hx_system *sys)
 	prog = sys->name;
 	if (parse_args(argc, argv, sys, &a) < 0) {
 		fprintf(stderr, "usage: %s_rma [--transport T] [--op put|get] [--sizes LIST]"
-				" [--window N] [--duration MS]%s%s%s%s%s\n", sys->name,
+				" [--window N] [--duration MS] [--warmup MS]%s%s%s%s%s\n",
+			sys->name,
 			sys->peer_usage ? " [--peer '" : "",
 			sys->peer_usage ? sys->peer_usage : "", sys->peer_usage ? "']" : "",
 			sys->advertise ? " [--serve]" : "",

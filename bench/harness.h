@@ -1,8 +1,11 @@
 /*
  * harness.h - the measurement loop shared by the peer-library benchmarks
  * (ucx_rma.c, fi_rma.c), so that every system is timed the same way as
- * `rma bench`: for each size, a bandwidth phase with a window of ops in
- * flight for a fixed time, then a latency phase of one op at a time.
+ * `rma bench`: for each size, a warm-up, then a bandwidth phase with a
+ * window of ops in flight for a fixed time, then a latency phase of one op
+ * at a time.  The warm-up is what `rma bench` does before each size: the
+ * bandwidth phase's traffic (the same window, size and op), unmeasured, for
+ * --warmup ms (default a fifth of --duration; 0: none), then 3 single ops.
  *
  * The program forks: the child is the passive side (it registers a buffer,
  * sends what the initiator needs over a socketpair and drives its library's
@@ -33,6 +36,7 @@ struct hx_args {
 	uint64_t max_size;
 	unsigned window;        /* ops in flight in the bandwidth phase */
 	unsigned duration_ms;   /* per phase and size */
+	unsigned warmup_ms;     /* unmeasured window traffic before each size */
 	const char *peer;       /* --peer: an existing passive side, in the
 				 * system's words; NULL: fork our own */
 	int serve_only;         /* --serve: the passive side alone, until EOF */
