@@ -230,6 +230,28 @@ static int case_rows(void)
 	int c3 = raw_connect(a, &r3);
 	CHECKF(r3 == r2, "an initiator's own close left row %d unused (got %d)",
 	       r2, r3);
+
+	/* An initiator's own close met first by the owner's send (an UNMAP
+	 * to every initiator: EPIPE), or, with messages queued for it, by the
+	 * queue's flush: still its own close, and its row comes back. */
+	for (int queued = 0; queued < 2; queued++) {
+		int r4, r5;
+		int c4 = raw_connect(a, &r4);
+		if (queued)
+			flood(a);
+		close(c4);
+		rma_region *r;
+		void *p;
+		CHECK_RC(rma_region_alloc(a, 4096, RMA_ACCESS_REMOTE_RW, &r, &p), 0);
+		CHECK_RC(rma_region_release(r), 0);
+		for (int i = 0; i < 5; i++)
+			rma_progress(a, 1);
+		int c5 = raw_connect(a, &r5);
+		CHECKF(r5 == r4, "an initiator's own close seen by a failed send%s "
+		       "left row %d unused (got %d)", queued ? " (queued)" : "",
+		       r4, r5);
+		close(c5);
+	}
 	close(c3);
 	close(c1);
 	rma_engine_destroy(a);

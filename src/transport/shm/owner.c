@@ -138,6 +138,13 @@ static int srv_send(struct shm_srv *s, const struct shm_msg *q)
 	return rma__shm_send(s->w.fd, &m, -1);
 }
 
+/* A send that failed so: the initiator closed its end (its own close,
+ * as a hang-up read first would say). */
+static bool gone(int rc)
+{
+	return rc == -EPIPE || rc == -ECONNRESET;
+}
+
 /*
  * Send q now, or after those already waiting: a full socket (an initiator
  * that does not run progress for a while) is backpressure, not an error.
@@ -170,7 +177,7 @@ static bool srv_put(struct shm_srv *s, const struct shm_msg *q)
 			  "messages; closing its connection", (int)s->pid,
 			  SHM_PENDING);
 fail:
-	srv_close(s, false);
+	srv_close(s, gone(rc));
 	return false;
 }
 
@@ -213,7 +220,7 @@ static void srv_cb(struct rma__watch *w, uint32_t ev)
 		rma__watch_mod(st->e, w, EPOLLIN);
 	}
 	if ((ev & EPOLLOUT) && s->nq && (rc = srv_flush(s))) {
-		srv_close(s, false);
+		srv_close(s, gone(rc) || (ev & EPOLLHUP));
 		return;
 	}
 	for (;;) {
