@@ -75,6 +75,9 @@ want="bad fabric address" usage get --transport ofi:tcp "zz$1" "$2" "$3" --size 
 want="bad rkey" usage get --transport ofi:tcp "$1" "key" "$3" --size 4K
 want="bad remote address" usage get --transport ofi:tcp "$1" "$2" "0x" --size 4K
 want="unexpected argument" usage get --transport ofi:tcp "$1" "$2" --size 4K
+# A stream (no size to stat) into a window of unknown length: --size needed
+# (/dev/zero would be read until memory ran out).
+want="not a regular file: --size is needed" usage put --transport ofi:tcp "$1" "$2" "$3" --file /dev/zero
 zero_get() { "$RMA" get --transport ofi:tcp "$@" --size $SIZE; }
 zero_get "$@" >"$tmp/get0.out" 2>"$tmp/get0.err" || fail "first get: status $?"
 zeros=$(crc_of "$tmp/get0.out")

@@ -1,7 +1,8 @@
 #!/bin/sh
 # put and get at their edges: --file from a pipe (no size to stat); a
 # --size past the window's end refused before its buffer is allocated; a
-# get --out that cannot be written leaves PATH as it was.
+# get --out that cannot be written leaves PATH as it was; /dev/stdout is
+# written through, not replaced.
 RMA=$1
 . "$(dirname "$0")/cli_lib.sh"
 
@@ -74,5 +75,15 @@ grep -q "left as it was" "$tmp/big1.err" || fail "no message saying the file is 
 "$RMA" get "$token" --out "$tmp/outdir/kept" >"$tmp/get.out" 2>"$tmp/get.err" ||
 	fail "get --out: status $?"
 [ "$(wc -c <"$tmp/outdir/kept")" -eq 65536 ] || fail "get --out did not write 64K"
+# /dev/stdout appended to a file: written through, the file not replaced
+printf 'HEAD\n' >"$tmp/log"
+ino=$(stat -c %i "$tmp/log")
+"$RMA" get "$token" --size 4096 --out /dev/stdout >>"$tmp/log" 2>"$tmp/so.err" ||
+	fail "get --out /dev/stdout: status $?"
+[ "$(stat -c %i "$tmp/log")" = "$ino" ] || fail "get --out /dev/stdout replaced the file"
+[ "$(head -c 5 "$tmp/log")" = HEAD ] || fail "get --out /dev/stdout truncated the file"
+tail -c +6 "$tmp/log" | head -c 4096 | cmp -s -n 4096 - "$tmp/outdir/kept" ||
+	fail "get --out /dev/stdout: the bytes after HEAD are not the window's"
+grep -aq '^crc32c: ' "$tmp/log" || fail "get --out /dev/stdout lost its summary"
 stop_target
 echo ok

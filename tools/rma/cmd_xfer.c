@@ -44,9 +44,10 @@ struct xfer_args {
 	"key of its registration, and the remote address of the window's first\n" \
 	"byte (0x hex or decimal).  --transport names the one transport spec to\n"  \
 	"use (e.g. ofi:tcp, the same provider as the target's) and --size is\n"    \
-	"needed, except for a put with --file, which moves the file's size (the\n" \
-	"window's length is not known here; the target's fabric checks bounds\n"  \
-	"and key).  No secret can be proved to such a target.\n\n"
+	"needed, except for a put with --file naming a regular file, which\n"    \
+	"moves the file's size (the window's length is not known here; the\n"    \
+	"target's fabric checks bounds and key).  No secret can be proved to\n"  \
+	"such a target.\n\n"
 
 static void usage(FILE *f, unsigned kind)
 {
@@ -238,7 +239,10 @@ static int decide_size(struct xfer_args *a, const rma_remote *r)
 				return EXIT_RUNTIME;
 			a->stream_max = a->size;
 		} else if (a->fabric) {
-			a->stream_max = SIZE_MAX; /* the window's length is unknown */
+			/* The window's length is unknown: a stream with no end
+			 * (/dev/zero) would be read until memory runs out. */
+			return tool_fail(a->cmd, EXIT_USAGE, "%s is not a regular file: "
+					 "--size is needed with a plain target", a->file);
 		} else if (a->offset > remote_len) {
 			return tool_fail(a->cmd, EXIT_RUNTIME, "offset %" PRIu64
 					 " is beyond the advertised length %" PRIu64,
@@ -397,28 +401,46 @@ static int write_close(int fd, const void *buf, size_t len)
 /*
  * Save a get's bytes to --out.  A regular file, or a new one, is written
  * under a temporary name beside it and renamed over it, so that a failed
- * write leaves PATH as it was; anything else (/dev/stdout, a FIFO) is
- * written as it is.  Returns 0 or an exit code (reported).
+ * write leaves PATH as it was; anything else (a symlink such as
+ * /dev/stdout, a FIFO, a file in a directory we may not write) is written
+ * as it is.  Returns 0 or an exit code (reported).
  */
+/* PATH written as it is: our own standard output (/dev/stdout, even when
+ * that is a file opened for appending) through fd 1, else opened and
+ * truncated. */
+static int write_direct(const struct xfer_args *a, const struct stat *st,
+			const void *buf, size_t len)
+{
+	struct stat o;
+	int fd, err;
+
+	if (fstat(STDOUT_FILENO, &o) == 0 && o.st_dev == st->st_dev &&
+	    o.st_ino == st->st_ino)
+		fd = dup(STDOUT_FILENO);
+	else
+		fd = open(a->out, O_WRONLY | O_TRUNC | O_CLOEXEC);
+	err = fd < 0 ? -errno : write_close(fd, buf, len);
+	if (err < 0)
+		return tool_fail(a->cmd, EXIT_RUNTIME, "%s: %s", a->out, strerror(-err));
+	return 0;
+}
+
 static int write_out(const struct xfer_args *a, const void *buf, size_t len)
 {
 	const char *slash;
 	char *path = NULL, *tmp = NULL;
-	struct stat st;
+	struct stat st, lst;
 	bool exists = stat(a->out, &st) == 0;
 	mode_t mode;
 	int fd, err;
 
-	if (exists && !S_ISREG(st.st_mode)) {
-		fd = open(a->out, O_WRONLY | O_TRUNC | O_CLOEXEC);
-		err = fd < 0 ? -errno : write_close(fd, buf, len);
-		if (err < 0)
-			return tool_fail(a->cmd, EXIT_RUNTIME, "%s: %s", a->out,
-					 strerror(-err));
-		return 0;
-	}
-	/* Through a symlink, replace the file it names rather than the link. */
-	path = exists ? realpath(a->out, NULL) : strdup(a->out);
+	/* A symlink (/dev/stdout is one) or anything not a regular file is
+	 * written through as it is: what it names may be a stream, and a
+	 * rename would replace the link, not the file. */
+	if (exists && (!S_ISREG(st.st_mode) ||
+		       (lstat(a->out, &lst) == 0 && S_ISLNK(lst.st_mode))))
+		return write_direct(a, &st, buf, len);
+	path = strdup(a->out);
 	if (!path) {
 		err = errno;
 		return tool_fail(a->cmd, EXIT_RUNTIME, "%s: %s", a->out, strerror(err));
@@ -438,6 +460,12 @@ static int write_out(const struct xfer_args *a, const void *buf, size_t len)
 		mode = 0644 & ~mode;
 	}
 	fd = mkostemp(tmp, O_CLOEXEC);
+	if (fd < 0 && exists && (errno == EACCES || errno == EPERM || errno == EROFS)) {
+		/* A writable file in a directory we may not write: in place. */
+		free(tmp);
+		free(path);
+		return write_direct(a, &st, buf, len);
+	}
 	if (fd < 0) {
 		err = -errno;
 		free(tmp);
