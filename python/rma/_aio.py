@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .engine import Engine
 
 _POLL_MAX = 64
+_RETRY_S = 0.005  # how soon ops that found no room are posted again
 
 
 class _Group:
@@ -67,6 +68,7 @@ class Dispatcher:
         self.next_id = 1
         self.comps = (_lib.RmaCompletion * _POLL_MAX)()
         self.waiting: Deque[_Waiting] = collections.deque()
+        self.retry: Optional[asyncio.TimerHandle] = None
         loop.add_reader(self.fd, self.drain)
 
     def post(self, ops: "ctypes.Array[_lib.RmaOp]", n: int, timeout_ms: int,
@@ -128,12 +130,25 @@ class Dispatcher:
                 code = rc if rc < 0 else err.value
                 w.k += max(rc, 0)
                 if code == -_errno.EAGAIN:
+                    self.retry_later()
                     return  # the queue is full: the rest wait for room
                 if code >= 0:
                     code = -_errno.EIO  # a library that did not say why
                 self.fail(w, w.todo[w.k], code)
                 w.k += 1
             self.waiting.popleft()
+
+    def retry_later(self) -> None:
+        """No room now.  Completions that make some call post_waiting
+        again (drain), but slots held by ops that timed out with transfers
+        still out come back with no completion: look again soon as well,
+        which also fails a waiting batch once its deadline has passed."""
+        if self.retry is None:
+            self.retry = self.loop.call_later(_RETRY_S, self._retry)
+
+    def _retry(self) -> None:
+        self.retry = None
+        self.post_waiting()
 
     def drain(self) -> None:
         """The completion fd is readable: hand every completion to its op."""
@@ -158,6 +173,9 @@ class Dispatcher:
     def close(self) -> None:
         """Before the engine is destroyed, after its shutdown cancelled
         every op: deliver those completions and stop watching the fd."""
+        if self.retry is not None:
+            self.retry.cancel()
+            self.retry = None
         # Ops never posted are cancelled with the rest.
         while self.waiting:
             w = self.waiting.popleft()

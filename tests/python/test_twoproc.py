@@ -1,4 +1,5 @@
 """Two processes: the owner in a child, the peer here."""
+import asyncio
 import errno
 import os
 import signal
@@ -96,6 +97,36 @@ class TwoProcesses(unittest.TestCase):
         got = bytearray(SIZE)
         self.remote.read_into(got, timeout=TIMEOUT)  # works again
         self.assertEqual(got, pattern(SIZE, 7))
+
+    def test_async_room_held_by_timed_out_ops(self):
+        """Ops that time out while their owner is stopped keep their slots
+        until it answers: a later async batch finds no room and no
+        completion to come, and must still end by its deadline."""
+        peer = rma.Engine(transports="tcp", cq_depth=2)
+        self.addCleanup(peer.close)
+        remote = peer.remote(self.token)
+        remote.connect(timeout=TIMEOUT)
+        self.child.stop()
+        try:
+            async def batch(timeout):
+                b = peer.batch()
+                for i in range(2):
+                    b.read_into(remote, bytearray(4096), remote_offset=i * 4096,
+                                length=4096)
+                return await b.submit_async(timeout=timeout)
+
+            async def go():
+                for _ in range(2):  # four slots (2 * cq_depth), all held
+                    with self.assertRaises(rma.BatchError):
+                        await batch(0.2)
+                t0 = time.monotonic()
+                with self.assertRaises(rma.BatchError):
+                    await asyncio.wait_for(batch(0.3), 10)
+                return time.monotonic() - t0
+            took = asyncio.run(go())
+            self.assertLess(took, 5)
+        finally:
+            os.kill(self.child.p.pid, signal.SIGCONT)
 
     def test_dead_owner(self):
         self.remote.read_into(bytearray(SIZE), timeout=TIMEOUT)
