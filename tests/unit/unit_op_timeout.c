@@ -1,8 +1,10 @@
 /* Ops with a deadline whose chunks never complete finish with -ETIMEDOUT
- * within the bound; afterwards rma__op_buf() returns NULL for their chunks
+ * within the bound, never before it (a second or more: read from the
+ * coarse clock); afterwards rma__op_buf() returns NULL for their chunks
  * (late data is discarded) and late chunk completions deliver nothing. */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 #include "fake_transport.h"
@@ -10,6 +12,13 @@
 
 #define NOPS 4
 #define TIMEOUT_MS 200
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 int main(void)
 {
@@ -65,6 +74,28 @@ int main(void)
 			fake_complete(e, i, i % 2 ? -EIO : 0);
 	rma_progress(e, 20);
 	CHECK_EQ(rma_poll(e, &c, 1), 0);
+
+	/* Deadlines a second or more away come from the coarse clock: they
+	 * may fall due a tick late, never early.  Ops posted a millisecond
+	 * apart meet the coarse clock at different points of its tick. */
+	enum { NLONG = 6, LONG_MS = 1000 };
+	int64_t posted[NLONG];
+	fake_reset(1);
+	for (unsigned i = 0; i < NLONG; i++) {
+		struct rma_op op = { .kind = RMA_OP_GET, .local = lr, .remote = rem,
+				     .len = 64, .user_data = 100 + i };
+		posted[i] = now_ns();
+		CHECK_RC(rma_post(e, &op, 1, LONG_MS, NULL), 1);
+		rma_progress(e, 0);
+		test_sleep_ms(1);
+	}
+	for (int i = 0; i < NLONG; i++) {
+		CHECK_EQ(fake_wait_one(e, &c, 5000), 1);
+		int64_t ns = now_ns() - posted[c.user_data - 100];
+		CHECK_RC(c.result, -ETIMEDOUT);
+		CHECKF(ns >= (int64_t)LONG_MS * 1000000 && ns < (LONG_MS + 500) * 1000000LL,
+		       "a %d ms deadline fell due after %.3f ms", LONG_MS, ns / 1e6);
+	}
 
 	rma_remote_free(rem);
 	rma_engine_destroy(e);
