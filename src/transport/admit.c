@@ -10,6 +10,12 @@
 #include "transport/admit.h"
 #include "util/util.h"
 
+const struct rma__admit_limits rma__admit_ctl_defaults = {
+	.conns = 4096, .handshakes = 64, .addr_conns = 1024,
+	.addr_handshakes = 32, .handshake_ns = 3000 * 1000000LL,
+	.idle_ns = -1, /* no idle timeout */
+};
+
 int rma__admit_options(const char *who, const struct rma__topts *o,
 		       const struct rma__admit_limits *d,
 		       struct rma__admit_limits *out)

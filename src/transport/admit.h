@@ -68,6 +68,9 @@ bool rma__admit_silent(const struct rma__setup *s, int fd);
 /* The limits: defaults d, overridden by the options max_conns,
  * max_handshakes, max_addr_conns, max_addr_handshakes, handshake_ms and
  * (when d->idle_ns >= 0) idle_ms.  -EINVAL (logged as who's). */
+/* The limits of a control listener (ofi's, verbs'): no idle timeout, its
+ * connections carrying no data. */
+extern const struct rma__admit_limits rma__admit_ctl_defaults;
 int rma__admit_options(const char *who, const struct rma__topts *o,
 		       const struct rma__admit_limits *d,
 		       struct rma__admit_limits *out);

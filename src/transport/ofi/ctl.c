@@ -656,14 +656,10 @@ static const struct rma__admit_ops adm_ops = {
 
 int rma__ofi_ctl_limits(struct ofi_tr *ot, const struct rma__topts *o)
 {
-	static const struct rma__admit_limits dflt = {
-		.conns = 4096, .handshakes = 64, .addr_conns = 1024,
-		.addr_handshakes = 32, .handshake_ns = 3000 * 1000000LL,
-		.idle_ns = -1, /* no idle timeout */
-	};
 	ot->admit.ops = &adm_ops;
 	ot->admit.refusals = &ot->refusals;
-	return rma__admit_options("ofi", o, &dflt, &ot->admit.lim);
+	return rma__admit_options("ofi", o, &rma__admit_ctl_defaults,
+				  &ot->admit.lim);
 }
 
 int rma__ofi_ctl_listen(struct ofi_tr *ot, const char *at, const char *advertise)

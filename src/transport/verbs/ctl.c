@@ -449,16 +449,12 @@ static const struct rma__admit_ops adm_ops = {
 
 int rma__verbs_ctl_limits(struct vb_tr *vt, const struct rma__topts *o)
 {
-	static const struct rma__admit_limits dflt = {
-		.conns = 4096, .handshakes = 64, .addr_conns = 1024,
-		.addr_handshakes = 32, .handshake_ns = 3000 * 1000000LL,
-		.idle_ns = -1, /* no idle timeout */
-	};
 	vt->admit.ops = &adm_ops;
 	vt->admit.refusals = &vt->refusals;
 	vt->refusals.who = "verbs";
 	vt->refusals.interval_ns = 10 * 1000000000LL;
-	return rma__admit_options("verbs", o, &dflt, &vt->admit.lim);
+	return rma__admit_options("verbs", o, &rma__admit_ctl_defaults,
+				  &vt->admit.lim);
 }
 
 int rma__verbs_ctl_listen(struct vb_tr *vt, const char *at, const char *advertise)
