@@ -328,48 +328,13 @@ RMA_EXPORT int rma_transport_raw(rma_engine *e, const char *name, void *out,
 	return rc;
 }
 
-/* A deadline this far off or more is read from the coarse clock. */
-#define COARSE_MIN_MS 1000
-
-/*
- * CLOCK_MONOTONIC_COARSE plus its resolution: never before the precise
- * clock's now (the coarse one lags it by at most a tick), and a few ns to
- * read where the precise one cost tens on a VM (two clock reads were two
- * fifths of an 8-byte shm op's time).  0 where there is no such clock.
- */
-static int64_t coarse_now_ns(void)
-{
-	static int64_t res = -1; /* a tick: the same for every thread */
-	struct timespec ts;
-	int64_t r = __atomic_load_n(&res, __ATOMIC_RELAXED);
-
-	if (r < 0) {
-		r = clock_getres(CLOCK_MONOTONIC_COARSE, &ts) == 0 && !ts.tv_sec
-			    ? ts.tv_nsec : 0;
-		__atomic_store_n(&res, r, __ATOMIC_RELAXED);
-	}
-	if (!r || clock_gettime(CLOCK_MONOTONIC_COARSE, &ts))
-		return 0;
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec + r;
-}
-
 /* Absolute deadline for timeout_ms (0 = the engine's default, < 0 = none);
- * 0 means none.  A deadline a second or more away may fall due up to a
- * clock tick (a few ms) late, never early. */
+ * 0 means none. */
 int rma__deadline(struct rma_engine *e, int timeout_ms, int64_t *deadline)
 {
-	int64_t now = 0;
-
 	if (timeout_ms == 0)
 		timeout_ms = e->cfg.timeout_ms;
-	if (timeout_ms < 0) {
-		*deadline = 0;
-		return 0;
-	}
-	if (timeout_ms >= COARSE_MIN_MS)
-		now = coarse_now_ns();
-	if (!now)
-		now = rma__now_ns();
-	*deadline = now + (int64_t)timeout_ms * 1000000;
+	*deadline = timeout_ms < 0 ? 0
+				   : rma__now_ns() + (int64_t)timeout_ms * 1000000;
 	return 0;
 }

@@ -1,7 +1,7 @@
 /* Ops with a deadline whose chunks never complete finish with -ETIMEDOUT
- * within the bound, never before it (a second or more: read from the
- * coarse clock); afterwards rma__op_buf() returns NULL for their chunks
- * (late data is discarded) and late chunk completions deliver nothing. */
+ * within the bound, never before it; afterwards rma__op_buf() returns NULL
+ * for their chunks (late data is discarded) and late chunk completions
+ * deliver nothing. */
 #include <errno.h>
 #include <string.h>
 #include <time.h>
@@ -75,9 +75,9 @@ int main(void)
 	rma_progress(e, 20);
 	CHECK_EQ(rma_poll(e, &c, 1), 0);
 
-	/* Deadlines a second or more away come from the coarse clock: they
-	 * may fall due a tick late, never early.  Ops posted a millisecond
-	 * apart meet the coarse clock at different points of its tick. */
+	/* Long deadlines never fall due early: ops posted a millisecond apart
+	 * (a clock that lags, as CLOCK_MONOTONIC_COARSE does by a tick and
+	 * more, would show at some of them). */
 	enum { NLONG = 6, LONG_MS = 1000 };
 	int64_t posted[NLONG];
 	fake_reset(1);
