@@ -26,14 +26,16 @@ static unsigned conns_of(rma_engine *e)
 	return n;
 }
 
-/* The target's connections: all closed (idle) before the deadline? */
+/* The target's connections: all closed (idle) before the deadline?  Their
+ * sockets too: a killed connection's fd is closed when its watch is
+ * released (the grave), a progress round later. */
 static bool target_closed_all(rma_engine *t, int ms)
 {
 	struct tcp_tr *tt = container_of(t->tr[0], struct tcp_tr, base);
 	int64_t end = test_now_ms() + ms;
 	for (;;) {
 		pthread_mutex_lock(&t->mu);
-		bool none = !tt->served;
+		bool none = !tt->served && !t->grave;
 		pthread_mutex_unlock(&t->mu);
 		if (none || test_now_ms() > end)
 			return none;

@@ -43,8 +43,10 @@ static void client_ready(struct conn *c, uint64_t max_msg)
 	}
 	if (max_msg < p->base.max_msg || !p->base.max_msg)
 		p->base.max_msg = RMA_MIN(max_msg, c->tt->max_msg);
+	/* No last_active stamp: the target may have closed it while our
+	 * side of the handshake waited (a caller driving progress itself),
+	 * so its first request peeks (tcp.c, ended). */
 	c->hs = HS_READY;
-	c->last_active = rma__now_ns();
 	rma__tcp_authenticated(c);
 	p->retries = 0;
 	p->nlive++;

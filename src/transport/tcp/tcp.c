@@ -327,9 +327,10 @@ static int tcp_post(struct rma__peer *bp, const struct rma__xfer *xf)
 	struct txe *x;
 
 	while ((c = pick(p, xf->len)) && ended(c)) {
-		/* The last one goes: dial its successor first, so that the
-		 * peer waits for it (CONNECTING) rather than fails. */
-		if (p->conns == c && !c->next)
+		/* The last ready one goes: dial its successor first, so that
+		 * the peer waits for it (CONNECTING) rather than fails (others
+		 * still in their handshake may have been closed too). */
+		if (p->nlive == 1)
 			rma__tcp_conn_start(p);
 		rma__tcp_conn_kill(c, -ECONNRESET);
 	}
