@@ -2,8 +2,9 @@
  * Fault: an initiator is SIGKILLed mid-batch, 100 times over, against one
  * target.  The target must give back what each dead peer held: its open
  * file descriptors return to the count before the cycles and its resident
- * memory grows by less than a bound far below what the cycles moved; it
- * still serves, and its read-only region never changed.
+ * memory grows by less than a bound far below what the cycles moved (or,
+ * past it once, grows no further over more cycles); it still serves, and
+ * its read-only region never changed.
  */
 #include <sys/wait.h>
 
@@ -154,8 +155,21 @@ int main(int argc, char **argv)
 	       rss1 - rss0);
 	CHECKF(fds1 <= fds0 + FD_SLACK, "target holds %d fds, %d before", fds1,
 	       fds0);
-	CHECKF(rss1 - rss0 < RSS_SLACK_KB, "target VmRSS grew by %ld KiB",
-	       rss1 - rss0);
+	if (rss1 - rss0 >= RSS_SLACK_KB) {
+		/* Past the bound once (under TSan, whose shadow memory grows
+		 * with every page the provider's buffers touch: +52 MB once
+		 * in CI with the heap unchanged): a leak grows again over more
+		 * dead peers, at its rate per peer; memory kept does not. */
+		unsigned more = run_cycles(&a, &seed, WARMUP + cycles, cycles / 2,
+					   cycles / 4, 25000);
+		test_sleep_ms(500);
+		long rss2 = fault_rss_kb(t.pid);
+		printf("after %u more: target VmRSS %ld KiB (%+ld KiB)\n", more,
+		       rss2, rss2 - rss1);
+		CHECKF(rss2 - rss1 < RSS_SLACK_KB / 2, "target VmRSS grew by %ld "
+		       "KiB over %u dead peers, then %ld KiB over %u more",
+		       rss1 - rss0, cycles, rss2 - rss1, more);
+	}
 	if (heap0 >= 0) {
 		long heap1 = heap_settled(&t, heap0, HEAP_SLACK);
 		printf("after: target heap %ld B (%+ld)\n", heap1, heap1 - heap0);
