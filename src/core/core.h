@@ -102,6 +102,7 @@ enum rma__op_state {
 };
 
 struct rma__batch; /* a waiting rma_submit */
+struct rma__when;  /* engine.c */
 
 struct rma__op {
 	uint64_t id; /* generation << 32 | slot */
@@ -234,7 +235,7 @@ void rma__peer_pump(struct rma_engine *e, struct rma__peer *p);
 void rma__pump_all(struct rma_engine *e);
 void rma__pump_pending(struct rma_engine *e);
 int rma__post_locked(struct rma_engine *e, const struct rma_op *op,
-		     int64_t deadline, struct rma__batch *b, size_t index);
+		     struct rma__when *when, struct rma__batch *b, size_t index);
 void rma__op_attach(struct rma_engine *e, struct rma__op *op,
 		    struct rma__peer *p, const struct rma__rentry *ent);
 
@@ -346,6 +347,18 @@ int rma__config_resolve(const struct rma_config *in, struct rma_config *out);
 int rma__tspec_parse(const char *spec, size_t len, struct rma__topts *o);
 
 /* engine.c */
+/* CLOCK_MONOTONIC_COARSE: a third of the precise clock's cost here, but
+ * behind it by a tick or more (a VM's steal time): never for a deadline,
+ * only where reading time too early costs a wake-up, not correctness. */
+int64_t rma__coarse_ns(void);
 int rma__deadline(struct rma_engine *e, int timeout_ms, int64_t *deadline);
+/* A call's timeout, turned into a deadline at its first need (the clock
+ * costs tens of ns: an op done at once needs none). */
+struct rma__when {
+	int timeout_ms;
+	bool known;
+	int64_t deadline; /* once known: 0 = none */
+};
+int64_t rma__when_deadline(struct rma_engine *e, struct rma__when *w);
 
 #endif

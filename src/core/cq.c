@@ -61,11 +61,14 @@ void rma__cq_push(struct rma_engine *e, uint64_t user_data, int64_t res,
 	 * (at the lease's end) writes the fd for what it left.  That thread
 	 * must be parked to look at the lease's end: one asleep in epoll
 	 * since before the lease began (a transport that completes inside
-	 * post wakes no fd of its own) is woken to park. */
+	 * post wakes no fd of its own) is woken to park.  The coarse clock
+	 * (a push per op: the precise one was a quarter of an 8-byte shm
+	 * op) may call a lease that just ended current: the woken thread
+	 * then finds it over and writes the fd after its round. */
 	if (!e->cq_fd_used || e->cq_fd_set)
 		return;
 	if (!(e->has_thread && __atomic_load_n(&e->poll_lease, __ATOMIC_RELAXED) >
-			       rma__now_ns()))
+			       rma__coarse_ns()))
 		rma__cq_signal(e);
 	else
 		rma__wake_sleeper(e);

@@ -17,6 +17,13 @@ int64_t rma__now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+int64_t rma__coarse_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 const struct rma__engine_params *rma__engine_params(struct rma_engine *e)
 {
 	return &e->p;
@@ -337,4 +344,12 @@ int rma__deadline(struct rma_engine *e, int timeout_ms, int64_t *deadline)
 	*deadline = timeout_ms < 0 ? 0
 				   : rma__now_ns() + (int64_t)timeout_ms * 1000000;
 	return 0;
+}
+
+int64_t rma__when_deadline(struct rma_engine *e, struct rma__when *w)
+{
+	if (!w->known)
+		rma__deadline(e, w->timeout_ms, &w->deadline);
+	w->known = true;
+	return w->deadline;
 }

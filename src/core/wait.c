@@ -115,20 +115,21 @@ RMA_EXPORT int rma_submit(rma_engine *e, const struct rma_op *ops, size_t n,
 			  size_t report_cap)
 {
 	struct rma__batch b = {.n = n, .left = n, .results = results};
-	int64_t deadline;
+	/* One deadline for the whole batch, slot waits included, read from
+	 * the clock only if an op is not done at once (op.c, post_now). */
+	struct rma__when when = {.timeout_ms = timeout_ms};
 	size_t failed = 0, len = 0;
 
 	if (!e || (!ops && n) || (!results && n))
 		return -EINVAL;
 	if (report && report_cap)
 		report[0] = '\0';
-	/* One deadline for the whole batch, slot waits included. */
-	rma__deadline(e, timeout_ms, &deadline);
 	pthread_mutex_lock(&e->mu);
 	for (size_t i = 0; i < n; i++) {
 		int rc;
-		while ((rc = rma__post_locked(e, &ops[i], deadline, &b, i)) == -EAGAIN &&
-		       (!deadline || rma__now_ns() < deadline)) {
+		while ((rc = rma__post_locked(e, &ops[i], &when, &b, i)) == -EAGAIN &&
+		       (!rma__when_deadline(e, &when) ||
+			rma__now_ns() < when.deadline)) {
 			/* Out of op slots: let some finish first. */
 			rma__pump_all(e);
 			pthread_mutex_unlock(&e->mu);
@@ -140,8 +141,10 @@ RMA_EXPORT int rma_submit(rma_engine *e, const struct rma_op *ops, size_t n,
 			b.left--;
 		}
 	}
-	rma__pump_all(e);
-	rma__wait_until(e, batch_done, &b, 0); /* ops carry the deadline */
+	if (b.left || e->pump || e->backlog || e->stalled)
+		rma__pump_all(e);
+	if (b.left)
+		rma__wait_until(e, batch_done, &b, 0); /* ops carry the deadline */
 	pthread_mutex_unlock(&e->mu);
 	rma__deliver_callbacks(e);
 

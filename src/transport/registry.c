@@ -46,6 +46,7 @@ static int stub_connect(struct rma__transport *t, const void *b, size_t l,
 			uint64_t id, struct rma__peer **o) { return -EOPNOTSUPP; }
 static void stub_disconnect(struct rma__peer *p, int err) {}
 static int stub_post(struct rma__peer *p, const struct rma__xfer *x) { return -EOPNOTSUPP; }
+static int stub_post_now(struct rma__peer *p, const struct rma__xfer *x) { return RMA__DECLINE; }
 static void stub_flush(struct rma__peer *p) {}
 static int stub_abort(struct rma__peer *p, uint64_t id, int err) { return 0; }
 static void stub_progress(struct rma__transport *t) {}
@@ -63,7 +64,7 @@ static void fill(struct rma__transport_ops *o)
 #define F(op) if (!o->op) o->op = stub_##op
 	F(probe); F(init); F(fini); F(mem_reg); F(mem_dereg); F(grant_add);
 	F(grant_remove); F(ad_pack); F(ad_parse); F(reachable); F(connect);
-	F(disconnect); F(post); F(flush); F(abort); F(progress); F(arm);
+	F(disconnect); F(post); F(post_now); F(flush); F(abort); F(progress); F(arm);
 	F(revoke); F(raw); F(peer_raw); F(fabric_pack); F(fabric_unpack);
 #undef F
 }

@@ -160,6 +160,15 @@ struct rma__transport_ops {
 	 * and retries after rma__peer_kick() or at the next progress round.
 	 * Other errors fail the op. */
 	int (*post)(struct rma__peer *p, const struct rma__xfer *x);
+	/* The fast path, for a transport that moves bytes in the caller's
+	 * thread (a copy into mapped memory): do the whole op now, its only
+	 * chunk, with nothing of this peer's queued or in flight ahead.  0:
+	 * done, every byte moved; the core completes the op itself (no
+	 * rma__xfer_done follows: x->op_id is 0, the op has no slot).
+	 * RMA__DECLINE: not now (a refusal, a mapping not there yet, an
+	 * error): the core posts the op the usual way and post() decides.
+	 * Default: RMA__DECLINE. */
+	int (*post_now)(struct rma__peer *p, const struct rma__xfer *x);
 	/* Push queued work out (once per pump that posted).  Default: none. */
 	void (*flush)(struct rma__peer *p);
 	/* Op op_id died (err: -ETIMEDOUT, -ECANCELED, ...) with chunks still

@@ -213,6 +213,19 @@ static int f_post(struct rma__peer *p, const struct rma__xfer *x)
 	return 0;
 }
 
+static int f_post_now(struct rma__peer *p, const struct rma__xfer *x)
+{
+	if (!fake.take_now) {
+		fake.now_declined++;
+		return RMA__DECLINE;
+	}
+	if (fake.nnow < RMA_ARRAY_SIZE(fake.now))
+		fake.now[fake.nnow] = *x;
+	fake.nnow++;
+	trace('N');
+	return 0;
+}
+
 static void f_flush(struct rma__peer *p)
 {
 	fake.flushes++;
@@ -289,6 +302,7 @@ static const struct rma__transport_ops fake_ops = {
 	.connect = f_connect,
 	.disconnect = f_disconnect,
 	.post = f_post,
+	.post_now = f_post_now,
 	.flush = f_flush,
 	.abort = f_abort,
 	.progress = f_progress,

@@ -55,6 +55,12 @@ struct fake_state {
 	 * returns: 1 the op's, 2 every posted one (a queue pair drained) */
 	int abort_sync;
 	unsigned credits;         /* set as the peer's credits */
+	/* post_now (the fast path): 0 declines every op (as a transport
+	 * without it); 1 takes each, the first 64 recorded in now[] ('N' in
+	 * the trace) */
+	int take_now;
+	unsigned nnow, now_declined;
+	struct rma__xfer now[64];
 	unsigned mem_regs, mem_deregs, grant_adds, grant_removes, arms;
 	unsigned aborts, progresses, peer_raws;
 	/* progress rounds run by the thread `mark` (set mark, then
@@ -65,7 +71,7 @@ struct fake_state {
 	int abort_err[64];        /* err of each abort, in order */
 	uint64_t abort_op[64];
 	/* What happened, in order: 'R' mem_reg, 'D' mem_dereg, 'P' a chunk
-	 * posted, 'F' flush (the first 255). */
+	 * posted, 'N' an op done by post_now, 'F' flush (the first 255). */
 	char trace[256];
 	unsigned ntrace;
 };

@@ -365,9 +365,10 @@ static int via_map(struct shm_peer *p, const struct shm_slot *s, uint64_t key,
 	return 0;
 }
 
-int rma__shm_post(struct rma__peer *bp, const struct rma__xfer *x)
+/* Move x's bytes now: 0, -ECONNRESET (the owner is gone: the chunk ends
+ * with it), or a refusal (-EAGAIN: a mapping was asked for). */
+static int move(struct shm_peer *p, const struct rma__xfer *x)
 {
-	struct shm_peer *p = container_of(bp, struct shm_peer, base);
 	const struct rma__rkey *rk = x->rk;
 	uint32_t slot;
 	const struct shm_slot *s;
@@ -378,8 +379,6 @@ int rma__shm_post(struct rma__peer *bp, const struct rma__xfer *x)
 					      : RMA_ACCESS_REMOTE_READ;
 	int rc;
 
-	if (p->ndone == SHM_CREDITS)
-		return -EAGAIN;
 	/* ad_parse validated the blob; only its slot is needed here. */
 	if (!rk->raw || rk->raw_len != SHM_BLOB_LEN)
 		return -EKEYREJECTED;
@@ -441,10 +440,29 @@ out:
 	atomic_store_explicit(&p->row->cur, 0, memory_order_release);
 	if (!rc && staged && x->kind == RMA_OP_GET)
 		rc = rma__stage_htod(x->local, x->laddr, l, x->len);
+	return rc;
+}
+
+int rma__shm_post(struct rma__peer *bp, const struct rma__xfer *x)
+{
+	struct shm_peer *p = container_of(bp, struct shm_peer, base);
+	int rc;
+
+	if (p->ndone == SHM_CREDITS)
+		return -EAGAIN;
+	rc = move(p, x);
 	if (rc && rc != -ECONNRESET) /* refused: the op fails, or waits */
 		return rc;
 	p->done[p->ndone++] = (struct shm_done){x->op_id, x->len, rc};
 	return 0;
+}
+
+/* Every copy is synchronous: one that works is done here. */
+int rma__shm_post_now(struct rma__peer *bp, const struct rma__xfer *x)
+{
+	struct shm_peer *p = container_of(bp, struct shm_peer, base);
+
+	return move(p, x) ? RMA__DECLINE : 0;
 }
 
 /* An owner that never answers (stopped, stuck) fails the connect, so ops

@@ -251,6 +251,7 @@ const struct rma__transport_ops rma__shm_ops = {
 	.connect = rma__shm_connect,
 	.disconnect = rma__shm_disconnect,
 	.post = rma__shm_post,
+	.post_now = rma__shm_post_now,
 	.flush = rma__shm_flush,
 	.progress = shm_progress,
 };

@@ -237,6 +237,7 @@ int rma__shm_connect(struct rma__transport *t, const void *blob, size_t len,
 		     uint64_t engine_id, struct rma__peer **out);
 void rma__shm_disconnect(struct rma__peer *p, int err);
 int rma__shm_post(struct rma__peer *p, const struct rma__xfer *x);
+int rma__shm_post_now(struct rma__peer *p, const struct rma__xfer *x);
 void rma__shm_flush(struct rma__peer *p);
 void rma__shm_peers_expire(struct shm_tr *st, int64_t now);
 
