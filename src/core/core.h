@@ -171,6 +171,7 @@ struct rma_engine {
 		unsigned tmask, gen;
 		struct rma__transport *t;
 		const struct rma__rentry *ent;
+		struct rma__peer *p; /* its peer, once an op found it (op.c) */
 	} rc;
 	unsigned route_gen;
 	bool plain_refused;     /* said once why plain fabric peers are refused */

@@ -398,15 +398,29 @@ int rma__post_locked(struct rma_engine *e, const struct rma_op *d,
 		rma__regcache_put(e, rce);
 		return -EOPNOTSUPP;
 	}
-	/* The best route; if its connect fails at once, the next one. */
-	for (unsigned skip = 0;;) {
+	/* The best route; if its connect fails at once, the next one.  The
+	 * last op's route and peer, while no peer has failed or gone since
+	 * (route_gen), serve the next op to the same remote: no scan, no
+	 * lookup. */
+	if (d->len && r == e->rc.r && e->rc.p && local->tmask == e->rc.tmask &&
+	    e->rc.gen == e->route_gen) {
+		t = e->rc.t;
+		ent = e->rc.ent;
+		p = e->rc.p;
+	} else for (unsigned skip = 0;;) {
 		err = rma__route(e, r, local, skip, &t, &ent);
 		if (err) {
 			err = skip ? p_err : err;
 			break;
 		}
-		if (!d->len || (p = rma__peer_get(e, r, t, ent, &p_err)))
+		if (!d->len)
 			break;
+		if ((p = rma__peer_get(e, r, t, ent, &p_err))) {
+			if (!skip && e->rc.r == r && e->rc.t == t && e->rc.ent == ent &&
+			    e->rc.gen == e->route_gen)
+				e->rc.p = p;
+			break;
+		}
 		skip |= 1u << t->index;
 		struct rma__transport *next;
 		const struct rma__rentry *nent;

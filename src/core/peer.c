@@ -133,6 +133,7 @@ int rma__route(struct rma_engine *e, const rma_remote *r,
 		e->rc.gen = e->route_gen;
 		e->rc.t = best;
 		e->rc.ent = bent;
+		e->rc.p = NULL;
 	}
 	*tp = best;
 	*entp = bent;
