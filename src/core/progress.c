@@ -384,7 +384,7 @@ static void *thread_main(void *arg)
 		e->poll_until = 0;
 		/* Completions a push left to a lease that had in fact ended
 		 * (cq.c reads the coarse clock): nobody takes them now. */
-		if (e->cq_count && !e->cq_fd_set && !driven(e, &lease))
+		if (e->cq_fd_used && !e->cq_fd_set && e->cq_count && !driven(e, &lease))
 			rma__cq_signal(e);
 	}
 	pthread_mutex_unlock(&e->mu);
