@@ -213,6 +213,7 @@ struct rma_engine {
 	pthread_mutex_t park_mu; /* the progress thread parks under this, not mu: */
 	pthread_cond_t pt_cv;   /* its periodic look never blocks a driving caller */
 	int64_t last_activity;
+	int64_t spin_ns;         /* how long to spin after it (rma__spin_next) */
 	int64_t poll_until;      /* when the thread's epoll_wait times out; 0: not asleep */
 	int64_t poll_lease;      /* rma_poll callers drive progress until then (atomic) */
 	unsigned polling;        /* rma_poll callers inside a progress round (atomic) */
@@ -346,6 +347,9 @@ int rma__config_resolve(const struct rma_config *in, struct rma_config *out);
 
 /* tspec.c */
 int rma__tspec_parse(const char *spec, size_t len, struct rma__topts *o);
+
+/* progress.c */
+int64_t rma__spin_next(int64_t base_ns, int64_t gap_ns);
 
 /* engine.c */
 /* CLOCK_MONOTONIC_COARSE: a third of the precise clock's cost here, but

@@ -3,8 +3,9 @@
  * progress thread.
  *
  * The thread spins (epoll_wait with timeout 0) for spin_us after any
- * activity, then sleeps until the next deadline: a blocking wake-up across
- * cores costs tens of microseconds, a spinning poll a few.  While a caller
+ * activity (longer while work comes at gaps just past it: rma__spin_next),
+ * then sleeps until the next deadline: a blocking wake-up across cores
+ * costs tens of microseconds, a spinning poll a few.  While a caller
  * waits in rma_submit it drives progress itself and the thread stands
  * aside, so one waiting op costs one spinning core, not two.
  */
@@ -24,6 +25,25 @@
 #define SPIN_EPOLL_ONE 16    /* or this often while one watch has all the work */
 #define ONE_RUNS 4           /* epoll rounds in a row that say so */
 #define SPIN_YIELD 4         /* an idle spinning round yields this often */
+#define SPIN_STRETCH 10      /* spins stretch to at most this many spin_us */
+
+/*
+ * How long to spin after activity that came gap_ns after the one before.
+ * A peer whose round trips grow just past spin_us (a host that preempted
+ * it once) finds us asleep each time, and its next request then waits
+ * for our wake-up: on a busy host hundreds of microseconds, so the round
+ * trip stays past spin_us, a slow mode that keeps itself up (8-byte tcp
+ * ops at 0.6 ms each for the rest of a run, against 15 us).  So spin
+ * twice such a gap, up to SPIN_STRETCH x base; a longer gap is idleness,
+ * and a shorter one needs only the base.
+ */
+int64_t rma__spin_next(int64_t base_ns, int64_t gap_ns)
+{
+	int64_t cap = base_ns * SPIN_STRETCH;
+	if (base_ns <= 0 || gap_ns <= base_ns || gap_ns > cap)
+		return RMA_MAX(base_ns, 0);
+	return RMA_MIN(2 * gap_ns, cap);
+}
 
 int rma__watch_add(struct rma_engine *e, struct rma__watch *w, uint32_t events)
 {
@@ -201,8 +221,11 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms, int try)
 	if (e->cq_count > had)
 		active++;
 	int64_t now = rma__now_ns();
-	if (active > 0)
+	if (active > 0) {
+		e->spin_ns = rma__spin_next((int64_t)e->cfg.spin_us * 1000,
+					    now - e->last_activity);
 		e->last_activity = now;
+	}
 	rma__pump_pending(e);
 	if (rma__timers_due(e, now)) {
 		rma__timers_run(e, now);
@@ -267,7 +290,7 @@ static int sleep_ms(struct rma_engine *e)
 	int64_t now = rma__now_ns();
 	int64_t ms = 1000, next = rma__timers_next(e);
 
-	if (now - e->last_activity < (int64_t)e->cfg.spin_us * 1000)
+	if (now - e->last_activity < e->spin_ns)
 		return 0;
 	if (next)
 		ms = RMA_MIN(ms, RMA_MAX(0, (next - now) / 1000000 + 1));

@@ -25,7 +25,9 @@ static __thread unsigned nested_waits;
 void rma__wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
 		     int64_t deadline)
 {
-	int64_t spin_until = rma__now_ns() + (int64_t)e->cfg.spin_us * 1000;
+	/* As the thread spins (rma__spin_next): past the gaps work came at. */
+	int64_t spin_until = rma__now_ns() +
+			     RMA_MAX(e->spin_ns, (int64_t)e->cfg.spin_us * 1000);
 
 	nested_waits++;
 	__atomic_add_fetch(&e->waiters, 1, __ATOMIC_RELAXED);
