@@ -236,12 +236,20 @@ void rma__op_fail(struct rma_engine *e, struct rma__op *op, int err);
 void rma__peer_pump(struct rma_engine *e, struct rma__peer *p);
 void rma__pump_all(struct rma_engine *e);
 void rma__pump_pending(struct rma_engine *e);
+/* 0: queued; 1: completed already (done at once, or zero bytes); -errno. */
 int rma__post_locked(struct rma_engine *e, const struct rma_op *op,
 		     struct rma__when *when, struct rma__batch *b, size_t index);
 void rma__op_attach(struct rma_engine *e, struct rma__op *op,
 		    struct rma__peer *p, const struct rma__rentry *ent);
 
 /* peer.c */
+/* The cached route (e->rc) still serves an op from local to r. */
+static inline bool rma__rc_hit(const struct rma_engine *e, const rma_remote *r,
+			       const struct rma_region *local)
+{
+	return r == e->rc.r && local && local->tmask == e->rc.tmask &&
+	       e->rc.gen == e->route_gen;
+}
 struct rma__peer *rma__peer_find(struct rma_engine *e, uint64_t engine_id,
 				 const struct rma__transport *t);
 int rma__route(struct rma_engine *e, const rma_remote *r,

@@ -211,6 +211,7 @@ RMA_EXPORT int rma_engine_create(const struct rma_config *cfg, rma_engine **out)
 	e->cfg.listen = e->listen_str;
 	e->cfg.secret = e->secret_str;
 	e->flags = e->cfg.flags;
+	e->spin_ns = rma__spin_next((int64_t)e->cfg.spin_us * 1000, 0);
 
 	e->p.listen = e->cfg.listen;
 	e->p.advertise = e->cfg.advertise;

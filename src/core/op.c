@@ -402,8 +402,7 @@ int rma__post_locked(struct rma_engine *e, const struct rma_op *d,
 	 * last op's route and peer, while no peer has failed or gone since
 	 * (route_gen), serve the next op to the same remote: no scan, no
 	 * lookup. */
-	if (d->len && r == e->rc.r && e->rc.p && local->tmask == e->rc.tmask &&
-	    e->rc.gen == e->route_gen) {
+	if (d->len && e->rc.p && rma__rc_hit(e, r, local)) {
 		t = e->rc.t;
 		ent = e->rc.ent;
 		p = e->rc.p;
@@ -416,8 +415,8 @@ int rma__post_locked(struct rma_engine *e, const struct rma_op *d,
 		if (!d->len)
 			break;
 		if ((p = rma__peer_get(e, r, t, ent, &p_err))) {
-			if (!skip && e->rc.r == r && e->rc.t == t && e->rc.ent == ent &&
-			    e->rc.gen == e->route_gen)
+			if (!skip && rma__rc_hit(e, r, local) && e->rc.t == t &&
+			    e->rc.ent == ent)
 				e->rc.p = p;
 			break;
 		}
@@ -491,9 +490,11 @@ RMA_EXPORT int rma_post(rma_engine *e, const struct rma_op *ops, size_t n,
 		queued |= rc == 0;
 	}
 	/* The caller's thread sends right away: no hand-off.  (Ops all done
-	 * at once, with nothing else waiting to go, need no pump.) */
-	if (queued || e->pump || e->backlog || e->stalled)
+	 * at once need only what a progress round would pump.) */
+	if (queued)
 		rma__pump_all(e);
+	else
+		rma__pump_pending(e);
 	/* Completions made right here (zero-length ops, a failed peer) reach
 	 * a callback through the progress thread, never inside rma_post. */
 	if (e->cb && e->cq_count && e->has_thread)

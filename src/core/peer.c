@@ -81,8 +81,7 @@ int rma__route(struct rma_engine *e, const rma_remote *r,
 	const struct rma__rentry *bent = NULL, *sent = NULL;
 	int64_t now = 0;
 
-	if (r == e->rc.r && local && local->tmask == e->rc.tmask && !skip &&
-	    e->rc.gen == e->route_gen) {
+	if (!skip && rma__rc_hit(e, r, local)) {
 		*tp = e->rc.t;
 		*entp = e->rc.ent;
 		return 0;

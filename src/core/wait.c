@@ -26,8 +26,7 @@ void rma__wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
 		     int64_t deadline)
 {
 	/* As the thread spins (rma__spin_next): past the gaps work came at. */
-	int64_t spin_until = rma__now_ns() +
-			     RMA_MAX(e->spin_ns, (int64_t)e->cfg.spin_us * 1000);
+	int64_t spin_until = rma__now_ns() + e->spin_ns;
 
 	nested_waits++;
 	__atomic_add_fetch(&e->waiters, 1, __ATOMIC_RELAXED);
@@ -143,10 +142,12 @@ RMA_EXPORT int rma_submit(rma_engine *e, const struct rma_op *ops, size_t n,
 			b.left--;
 		}
 	}
-	if (b.left || e->pump || e->backlog || e->stalled)
+	if (b.left) {
 		rma__pump_all(e);
-	if (b.left)
 		rma__wait_until(e, batch_done, &b, 0); /* ops carry the deadline */
+	} else {
+		rma__pump_pending(e); /* every op done at once */
+	}
 	pthread_mutex_unlock(&e->mu);
 	rma__deliver_callbacks(e);
 

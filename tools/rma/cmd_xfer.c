@@ -398,13 +398,6 @@ static int write_close(int fd, const void *buf, size_t len)
 	return close(fd) < 0 ? -errno : 0;
 }
 
-/*
- * Save a get's bytes to --out.  A regular file, or a new one, is written
- * under a temporary name beside it and renamed over it, so that a failed
- * write leaves PATH as it was; anything else (a symlink such as
- * /dev/stdout, a FIFO, a file in a directory we may not write) is written
- * as it is.  Returns 0 or an exit code (reported).
- */
 /* PATH written as it is: our own standard output (/dev/stdout, even when
  * that is a file opened for appending) through fd 1, else opened and
  * truncated. */
@@ -425,6 +418,13 @@ static int write_direct(const struct xfer_args *a, const struct stat *st,
 	return 0;
 }
 
+/*
+ * Save a get's bytes to --out.  A regular file, or a new one, is written
+ * under a temporary name beside it and renamed over it, so that a failed
+ * write leaves PATH as it was; anything else (a symlink such as
+ * /dev/stdout, a FIFO, a file in a directory we may not write) is written
+ * as it is.  Returns 0 or an exit code (reported).
+ */
 static int write_out(const struct xfer_args *a, const void *buf, size_t len)
 {
 	const char *slash;
