@@ -224,8 +224,10 @@ struct rma_engine {
 				  * limit with chunks queued */
 	int pollers;             /* threads between epoll_wait and handling */
 	struct rma__watch *hot;  /* the direct watch that last found work */
+	bool touched;            /* a polled queue found work this round */
 	bool hot_queue;          /* it has no fd: a queue its transport polls */
 	unsigned spins;          /* spinning rounds, for the epoll_wait of each Nth */
+	int64_t epoll_at;        /* when a round last asked epoll */
 	unsigned hot_runs;       /* epoll rounds in a row whose work was all the hot watch's */
 	struct rma__watch *grave; /* retired watches awaiting release */
 };
@@ -309,6 +311,8 @@ void rma__progress_stop(struct rma_engine *e);
 enum { RMA__TRY_NONE, RMA__TRY_ANY, RMA__TRY_QUEUE };
 int rma__progress_once(struct rma_engine *e, int timeout_ms, int try);
 void rma__spin_idle(void);
+/* Before a sleep in epoll: every transport's arm; 0 or -EAGAIN. */
+int rma__arm_all(struct rma_engine *e);
 void rma__wake(struct rma_engine *e);
 void rma__unpark(struct rma_engine *e); /* a parked progress thread looks again */
 void rma__retime(struct rma_engine *e);
@@ -360,10 +364,6 @@ int rma__tspec_parse(const char *spec, size_t len, struct rma__topts *o);
 int64_t rma__spin_next(int64_t base_ns, int64_t gap_ns);
 
 /* engine.c */
-/* CLOCK_MONOTONIC_COARSE: a third of the precise clock's cost here, but
- * behind it by a tick or more (a VM's steal time): never for a deadline,
- * only where reading time too early costs a wake-up, not correctness. */
-int64_t rma__coarse_ns(void);
 int rma__deadline(struct rma_engine *e, int timeout_ms, int64_t *deadline);
 /* A call's timeout, turned into a deadline at its first need (the clock
  * costs tens of ns: an op done at once needs none). */

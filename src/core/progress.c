@@ -22,9 +22,11 @@
 #define PARK_NS 1000000      /* a parked thread's first look */
 #define PARK_MAX_NS 10000000 /* the longest it sleeps without a look */
 #define SPIN_EPOLL 4         /* a spinning round asks epoll this often, */
-#define SPIN_EPOLL_ONE 16    /* or this often while one watch has all the work */
+#define SPIN_EPOLL_ONE 16    /* or this often while one watch has all the work, */
+#define EPOLL_GAP_NS 2000    /* and at most once in this long */
 #define ONE_RUNS 4           /* epoll rounds in a row that say so */
-#define SPIN_YIELD 4         /* an idle spinning round yields this often */
+#define SPIN_YIELD 4         /* an idle spinning round yields this often, */
+#define YIELD_GAP_NS 5000    /* and at most once in this long */
 #define SPIN_STRETCH 10      /* spins stretch to at most this many spin_us */
 
 /*
@@ -69,16 +71,22 @@ static void set_hot(struct rma_engine *e, struct rma__watch *w)
  * spinning rounds try it first.  Lock held. */
 void rma__watch_touch(struct rma_engine *e, struct rma__watch *w)
 {
+	e->touched = true; /* activity, as an fd's event is */
 	if (w->direct && !w->retired)
 		set_hot(e, w);
 }
 
+/* Lock held: the thread publishes poll_until under it before it sleeps. */
+bool rma__thread_asleep(const struct rma_engine *e)
+{
+	return e->has_thread && e->poll_until;
+}
+
 /* A transport gave work to something no fd will announce (a queue it
- * polls): a thread asleep in epoll must come and poll.  Lock held: the
- * thread publishes poll_until under it before it sleeps. */
+ * polls): a thread asleep in epoll must come and poll. */
 void rma__wake_sleeper(struct rma_engine *e)
 {
-	if (e->has_thread && e->poll_until)
+	if (rma__thread_asleep(e))
 		rma__wake(e);
 }
 
@@ -171,9 +179,16 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms, int try)
 
 	unsigned every = __atomic_load_n(&e->hot_runs, __ATOMIC_RELAXED) >= ONE_RUNS
 				 ? SPIN_EPOLL_ONE : SPIN_EPOLL;
-	if (try && !timeout_ms && __atomic_load_n(&e->hot, __ATOMIC_RELAXED) &&
-	    (try == RMA__TRY_ANY || __atomic_load_n(&e->hot_queue, __ATOMIC_RELAXED)) &&
-	    __atomic_add_fetch(&e->spins, 1, __ATOMIC_RELAXED) % every) {
+	int64_t now = 0; /* read once in a spinning round */
+	bool direct = try && !timeout_ms && __atomic_load_n(&e->hot, __ATOMIC_RELAXED) &&
+		      (try == RMA__TRY_ANY || __atomic_load_n(&e->hot_queue, __ATOMIC_RELAXED));
+	if (direct && !(__atomic_add_fetch(&e->spins, 1, __ATOMIC_RELAXED) % every)) {
+		/* Epoll's turn by count; but a round of a polled queue is a
+		 * tenth of a round of a socket: not twice in EPOLL_GAP_NS. */
+		now = rma__now_ns();
+		direct = now - __atomic_load_n(&e->epoll_at, __ATOMIC_RELAXED) < EPOLL_GAP_NS;
+	}
+	if (direct) {
 		pthread_mutex_lock(&e->mu);
 		struct rma__watch *w = e->hot;
 		if (w && w->direct && (try == RMA__TRY_ANY || w->fd < 0)) {
@@ -188,6 +203,9 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms, int try)
 		__atomic_add_fetch(&e->pollers, 1, __ATOMIC_SEQ_CST);
 		n = epoll_wait(e->epfd, ev, 64, timeout_ms);
 		err = errno;
+		if (!now || timeout_ms) /* it may have slept */
+			now = rma__now_ns();
+		__atomic_store_n(&e->epoll_at, now, __ATOMIC_RELAXED);
 		pthread_mutex_lock(&e->mu);
 		__atomic_sub_fetch(&e->pollers, 1, __ATOMIC_SEQ_CST);
 		struct rma__watch *was = e->hot;
@@ -218,9 +236,11 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms, int try)
 	uint32_t had = e->cq_count;
 	for (unsigned i = 0; i < e->ntr; i++)
 		e->tr[i]->ops->progress(e->tr[i]);
-	if (e->cq_count > had)
+	if (e->cq_count > had || e->touched)
 		active++;
-	int64_t now = rma__now_ns();
+	e->touched = false;
+	if (!now)
+		now = rma__now_ns();
 	if (active > 0) {
 		e->spin_ns = rma__spin_next((int64_t)e->cfg.spin_us * 1000,
 					    now - e->last_activity);
@@ -244,21 +264,31 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms, int try)
  * sharing this core run (often the very peer being waited for).  Not every
  * time: a yield is a system call, and on a host where a system call costs
  * a microsecond, yielding after every empty round made each side of an
- * 8-byte round trip notice the reply about half a microsecond later.  A
- * thread allowed on one CPU only shares it with whatever it waits for:
- * it yields every time.
+ * 8-byte round trip notice the reply about half a microsecond later.  Nor
+ * more than once in YIELD_GAP_NS: the empty rounds of a polled queue (shm's
+ * ring) take a fraction of a yield, and every fourth one kept a spinner in
+ * sched_yield most of the time.  A thread allowed on one CPU only shares
+ * it with whatever it waits for: it yields every time.
  */
 void rma__spin_idle(void)
 {
 	static __thread unsigned idle, every;
+	static __thread int64_t yielded;
 
 	if (!every) {
 		cpu_set_t set;
 		every = sched_getaffinity(0, sizeof set, &set) == 0 &&
 				CPU_COUNT(&set) == 1 ? 1 : SPIN_YIELD;
 	}
-	if (++idle % every == 0)
-		sched_yield();
+	if (++idle % every)
+		return;
+	if (every > 1) {
+		int64_t now = rma__now_ns();
+		if (now - yielded < YIELD_GAP_NS)
+			return;
+		yielded = now;
+	}
+	sched_yield();
 }
 
 void rma__deliver_callbacks(struct rma_engine *e)
@@ -301,10 +331,19 @@ static int sleep_ms(struct rma_engine *e)
 		ms = 0;
 	else if (e->stalled)
 		ms = RMA_MIN(ms, 1);
-	for (unsigned i = 0; i < e->ntr && ms; i++)
-		if (e->tr[i]->ops->arm(e->tr[i]) == -EAGAIN)
-			ms = 0;
+	if (ms && rma__arm_all(e))
+		ms = 0;
 	return (int)ms;
+}
+
+/* About to sleep in epoll: 0 if every transport agrees, -EAGAIN if one
+ * found work meanwhile (or must be polled).  Lock held. */
+int rma__arm_all(struct rma_engine *e)
+{
+	for (unsigned i = 0; i < e->ntr; i++)
+		if (e->tr[i]->ops->arm(e->tr[i]) == -EAGAIN)
+			return -EAGAIN;
+	return 0;
 }
 
 /* Someone else drives progress: a waiter in rma__wait_until (or one that
@@ -440,6 +479,12 @@ RMA_EXPORT int rma_progress(rma_engine *e, int timeout_ms)
 {
 	if (!e)
 		return -EINVAL;
+	if (timeout_ms) { /* a sleep: the transports that poll must agree */
+		pthread_mutex_lock(&e->mu);
+		if (rma__arm_all(e))
+			timeout_ms = 0;
+		pthread_mutex_unlock(&e->mu);
+	}
 	int rc = rma__progress_once(e, timeout_ms, RMA__TRY_QUEUE);
 	if (rc < 0 && rc != -EINTR)
 		return rc;

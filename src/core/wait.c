@@ -73,6 +73,8 @@ void rma__wait_until(struct rma_engine *e, int (*done)(void *), void *arg,
 				timeout = (int)RMA_MAX(0, (next - now) / 1000000 + 1);
 			if (e->poll_ns && e->poll_ns / 1000000 < timeout)
 				timeout = (int)(e->poll_ns / 1000000);
+			if (timeout && rma__arm_all(e)) /* work no fd tells */
+				timeout = 0;
 		}
 		pthread_mutex_unlock(&e->mu);
 		if (rma__progress_once(e, timeout, RMA__TRY_ANY) == 0 && !timeout)

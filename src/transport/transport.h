@@ -183,9 +183,10 @@ struct rma__transport_ops {
 
 	/* Once per progress round.  Default: nothing. */
 	void (*progress)(struct rma__transport *t);
-	/* The progress thread is about to sleep: 0 if that is safe, -EAGAIN
-	 * if completions arrived (fi_trywait, ibv_req_notify_cq then poll
-	 * again).  Default: 0. */
+	/* The progress thread (or a waiter, or rma_progress with a timeout)
+	 * is about to sleep in epoll: 0 if that is safe, -EAGAIN if work
+	 * arrived (fi_trywait, ibv_req_notify_cq then poll again; shm's idle
+	 * words, then a look at the rings).  Default: 0. */
 	int (*arm)(struct rma__transport *t);
 
 	/* Region is being released: stop touching its memory now.  Called
@@ -340,6 +341,9 @@ int rma__watch_add(struct rma_engine *e, struct rma__watch *w, uint32_t events);
 void rma__watch_touch(struct rma_engine *e, struct rma__watch *w);
 /* Work was given to something no fd announces: wake a sleeping thread. */
 void rma__wake_sleeper(struct rma_engine *e);
+/* Is the progress thread asleep in epoll (so only an fd wakes it)?  Lock
+ * held. */
+bool rma__thread_asleep(const struct rma_engine *e);
 int rma__watch_mod(struct rma_engine *e, struct rma__watch *w, uint32_t events);
 void rma__watch_retire(struct rma_engine *e, struct rma__watch *w);
 
@@ -394,6 +398,11 @@ struct rma__engine_params {
 };
 const struct rma__engine_params *rma__engine_params(struct rma_engine *e);
 int64_t rma__now_ns(void);
+/* CLOCK_MONOTONIC_COARSE: a third of the precise clock's cost here, but
+ * behind it by a tick or more (a VM's steal time): never for a deadline,
+ * only where reading time too early costs a wake-up or a check put off,
+ * not correctness. */
+int64_t rma__coarse_ns(void);
 
 /* ---- registry: the compiled transports, unset ops filled ---- */
 const struct rma__transport_ops *const *rma__registry(unsigned *n);

@@ -12,10 +12,27 @@
  *          UNMAP of the region it mapped still reaches it once it runs.
  *   mapped the same full socket when the owner answers a MAP: the answer
  *          waits, the connection lives, the put succeeds.
+ *   ring   a raw initiator writes requests into its row's ring by hand: the
+ *          owner serves good ones, answers each forged field (key, slot,
+ *          window, access, kind, length, a released region) with its error
+ *          and touches no byte for them; it sets its idle word before it
+ *          sleeps and rings a sleeping initiator; a corrupt prod closes
+ *          that connection while the owner serves a new one.
+ *   ring_gone  small puts and gets wait in the ring of an owner that does
+ *          not run progress; the owner goes: each fails with the connection,
+ *          at once, not at its deadline.  Before that, a get that timed out
+ *          in the ring is answered late: its buffer, the caller's again,
+ *          stays as the caller left it.
+ *   ring_bell  two engines with progress threads, small ops with pauses
+ *          between them longer than any spin: each side sleeps, and each
+ *          request and answer must ring the other awake (else every op waits
+ *          out a sleep of up to a second).
  */
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -172,8 +189,9 @@ static int recv_msg(rma_engine *a, int c, struct shm_msg *m, int *fd)
 	return rc;
 }
 
-/* A raw initiator: connect, the secret handshake, HELLO; *row from WELCOME. */
-static int raw_connect(rma_engine *a, int *row)
+/* A raw initiator: connect, the secret handshake, HELLO; *row from WELCOME
+ * (and the table's fd in *tfd_out, else it is closed). */
+static int raw_connect_fd(rma_engine *a, int *row, int *tfd_out)
 {
 	const struct rma__engine_params *ep = rma__engine_params(a);
 	struct sockaddr_un sun;
@@ -203,9 +221,17 @@ static int raw_connect(rma_engine *a, int *row)
 	CHECK(m.type == SHM_WELCOME);
 	CHECK_RC(m.status, 0);
 	CHECK(tfd >= 0 && m.b < SHM_ROWS);
-	close(tfd);
+	if (tfd_out)
+		*tfd_out = tfd;
+	else
+		close(tfd);
 	*row = (int)m.b;
 	return c;
+}
+
+static int raw_connect(rma_engine *a, int *row)
+{
+	return raw_connect_fd(a, row, NULL);
 }
 
 static int case_rows(void)
@@ -258,6 +284,349 @@ static int case_rows(void)
 	return 0;
 }
 
+/* ---- ring ---- */
+
+struct raw {
+	int c, row;
+	const char *tab;      /* header and slots, read-only */
+	struct shm_row *r;    /* our row, writable */
+	uint32_t prod;
+};
+
+static void raw_open(rma_engine *a, struct raw *x)
+{
+	int tfd;
+
+	memset(x, 0, sizeof *x);
+	x->c = raw_connect_fd(a, &x->row, &tfd);
+	x->tab = mmap(NULL, SHM_ROW_OFF, PROT_READ, MAP_SHARED, tfd, 0);
+	x->r = mmap(NULL, SHM_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, tfd,
+		    (off_t)(SHM_ROW_OFF + (size_t)x->row * SHM_PAGE));
+	CHECK(x->tab != MAP_FAILED && x->r != MAP_FAILED);
+	close(tfd);
+}
+
+static void raw_close(struct raw *x)
+{
+	munmap((void *)x->tab, SHM_ROW_OFF);
+	munmap(x->r, SHM_PAGE);
+	close(x->c);
+}
+
+/* The slot of the grant over owner memory at addr: its index and key. */
+static uint32_t slot_of(const struct raw *x, const void *addr, uint64_t *key)
+{
+	for (uint32_t i = 0; i < SHM_SLOTS; i++) {
+		const struct shm_slot *s = shm_slot_at(x->tab, i);
+		if (atomic_load(&s->key) && s->addr == (uintptr_t)addr) {
+			*key = atomic_load(&s->key);
+			return i;
+		}
+	}
+	CHECKF(0, "no grant over %p in the table", addr);
+	return 0;
+}
+
+/* One request, served by the owner's progress: its answer. */
+static int ask(rma_engine *a, struct raw *x, uint32_t kind, uint32_t slot,
+	       uint64_t key, uint64_t raddr, uint32_t len, void *data)
+{
+	struct shm_req *q = &x->r->req[x->prod % SHM_RING];
+	int64_t t0 = test_now_ms();
+
+	q->kind = kind;
+	q->len = len;
+	q->slot = slot;
+	q->key = key;
+	q->raddr = raddr;
+	q->res = 1;
+	if (kind == RMA_OP_PUT)
+		memcpy(q->data, data, RMA_MIN(len, SHM_INLINE));
+	atomic_store(&x->r->prod, ++x->prod);
+	while (atomic_load(&x->r->cons) != x->prod) {
+		CHECKF(test_now_ms() - t0 < 5000, "request %u never answered",
+		       x->prod);
+		rma_progress(a, 0);
+	}
+	if (kind == RMA_OP_GET && !q->res)
+		memcpy(data, q->data, len);
+	return q->res;
+}
+
+static void *sleeper(void *arg)
+{
+	rma_progress(arg, 3000);
+	return NULL;
+}
+
+static int case_ring(void)
+{
+	rma_engine *a = owner();
+	char *mem = test_alloc(8192), *ro = test_alloc(4096), tok[64];
+	char copy[8192], v[SHM_INLINE + 8];
+	rma_region *rw, *rr;
+	uint64_t key, rkey;
+	struct raw x, y;
+	const uint32_t P = RMA_OP_PUT, G = RMA_OP_GET;
+
+	CHECK_RC(rma_region_register(a, mem, 8192, RMA_ACCESS_REMOTE_RW, &rw), 0);
+	CHECK_RC(rma_region_register(a, ro, 4096, RMA_ACCESS_REMOTE_READ, &rr), 0);
+	test_fill(mem, 8192, 5);
+	test_fill(ro, 4096, 6);
+	raw_open(a, &x);
+	uint32_t slot = slot_of(&x, mem, &key), rslot = slot_of(&x, ro, &rkey);
+	uint64_t base = (uintptr_t)mem;
+
+	/* Served: a put lands, a get reads it back. */
+	memcpy(tok, "ring put", 8);
+	CHECK_RC(ask(a, &x, P, slot, key, base + 100, 8, tok), 0);
+	CHECK(!memcmp(mem + 100, "ring put", 8));
+	CHECK_RC(ask(a, &x, G, slot, key, base + 8192 - SHM_INLINE, SHM_INLINE, v), 0);
+	CHECK(!memcmp(v, mem + 8192 - SHM_INLINE, SHM_INLINE));
+	CHECK_RC(ask(a, &x, G, rslot, rkey, (uintptr_t)ro + 64, 16, v), 0);
+	CHECK(!memcmp(v, ro + 64, 16));
+
+	/* Forged: each refused, no byte touched. */
+	memcpy(copy, mem, sizeof copy);
+	memset(v, 0xee, sizeof v);
+	CHECK_RC(ask(a, &x, P, slot, key + 1, base, 8, v), -EKEYREJECTED);
+	CHECK_RC(ask(a, &x, P, slot, 0, base, 8, v), -EKEYREJECTED);
+	CHECK_RC(ask(a, &x, P, rslot, key, base, 8, v), -EKEYREJECTED);
+	CHECK_RC(ask(a, &x, P, SHM_SLOTS, key, base, 8, v), -EKEYREJECTED);
+	CHECK_RC(ask(a, &x, P, UINT32_MAX, key, base, 8, v), -EKEYREJECTED);
+	CHECK_RC(ask(a, &x, P, slot, key, base - 8, 8, v), -ERANGE);
+	CHECK_RC(ask(a, &x, P, slot, key, base + 8190, 8, v), -ERANGE);
+	CHECK_RC(ask(a, &x, P, slot, key, base + 8192, 1, v), -ERANGE);
+	CHECK_RC(ask(a, &x, P, slot, key, UINT64_MAX - 3, 8, v), -ERANGE);
+	CHECK_RC(ask(a, &x, P, slot, key, base, SHM_INLINE + 1, v), -EINVAL);
+	CHECK_RC(ask(a, &x, 7, slot, key, base, 8, v), -EINVAL);
+	CHECK_RC(ask(a, &x, P, rslot, rkey, (uintptr_t)ro, 8, v), -EACCES);
+	CHECK(!memcmp(copy, mem, sizeof copy));
+
+	/* Released: refused, though the bytes are still there to write. */
+	CHECK_RC(rma_region_release(rw), 0);
+	CHECK_RC(ask(a, &x, P, slot, key, base, 8, v), -EKEYREJECTED);
+	CHECK_RC(ask(a, &x, G, slot, key, base, 8, v), -EKEYREJECTED);
+	CHECK_RC(ask(a, &x, P, slot, 0, base, 8, v), -EKEYREJECTED); /* its key now */
+	CHECK(!memcmp(copy, mem, sizeof copy));
+
+	/* Idle words: an owner about to sleep says so, and a request rung
+	 * in wakes it (else it sleeps the whole 3 s); one that serves a
+	 * sleeping initiator clears its word and rings it. */
+	pthread_t th;
+	int64_t t0 = test_now_ms();
+	CHECK(pthread_create(&th, NULL, sleeper, a) == 0);
+	while (atomic_load(&x.r->owner_idle) != 1)
+		CHECKF(test_now_ms() - t0 < 2000,
+		       "the owner went to sleep without setting its idle word");
+	struct shm_req *q = &x.r->req[x.prod % SHM_RING];
+	*q = (struct shm_req){.kind = G, .len = 8, .slot = rslot, .key = rkey,
+			      .raddr = (uintptr_t)ro + 16, .res = 1};
+	atomic_store(&x.r->prod, ++x.prod);
+	CHECK(atomic_exchange(&x.r->owner_idle, 0) == 1);
+	rma__shm_bell(x.c);
+	while (atomic_load(&x.r->cons) != x.prod)
+		CHECKF(test_now_ms() - t0 < 2500, "a sleeping owner was rung but "
+		       "did not answer");
+	CHECK(pthread_join(th, NULL) == 0);
+	CHECK(q->res == 0 && !memcmp(q->data, ro + 16, 8));
+	struct pollfd pf = {.fd = x.c, .events = POLLIN};
+	CHECK_RC(poll(&pf, 1, 0), 0);
+	atomic_store(&x.r->peer_idle, 1);
+	CHECK_RC(ask(a, &x, G, rslot, rkey, (uintptr_t)ro, 8, v), 0);
+	CHECKF(atomic_load(&x.r->peer_idle) == 0 && poll(&pf, 1, 1000) == 1,
+	       "an idle initiator was answered but not rung");
+	struct shm_msg m;
+	CHECK_RC(rma__shm_recv(x.c, &m, NULL), 1);
+	CHECK(m.type == SHM_BELL);
+
+	/* A corrupt prod: that connection closes; a new one is served. */
+	atomic_store(&x.r->prod, x.prod + SHM_RING + 1);
+	int fd;
+	CHECK_RC(recv_msg(a, x.c, &m, &fd), -ECONNRESET);
+	raw_close(&x);
+	raw_open(a, &y);
+	CHECK_RC(ask(a, &y, G, rslot, rkey, (uintptr_t)ro + 8, 8, v), 0);
+	CHECK(!memcmp(v, ro + 8, 8));
+	printf("ring: served, 12 forgeries and 3 released refused, rung, "
+	       "corrupt prod closed\n");
+	raw_close(&y);
+	CHECK_RC(rma_region_release(rr), 0);
+	rma_engine_destroy(a);
+	return 0;
+}
+
+/* Eight small puts and gets that b's progress cannot finish: they wait in
+ * the ring of an owner that runs none. */
+static void post8(rma_engine *b, struct rma_op *op, struct rma_completion *c)
+{
+	for (int i = 0; i < 8; i++) {
+		op->kind = i % 2 ? RMA_OP_GET : RMA_OP_PUT;
+		op->local_off = op->remote_off = 8 * (uint64_t)i;
+		CHECK_RC(rma_post(b, op, 1, 10000, NULL), 1);
+	}
+	for (int i = 0; i < 5; i++)
+		rma_progress(b, 0);
+	CHECK_RC(rma_poll(b, c, 16), 0);
+}
+
+static int case_ring_gone(void)
+{
+	rma_engine *a = owner(), *b = owner();
+	char tok[RMA_ADVERTISEMENT_TEXT_MAX];
+	char *mem = test_alloc(4096), *buf = test_alloc(4096);
+	struct rma_completion c[16];
+	rma_region *r, *l;
+	rma_remote *rem;
+	int n = 0;
+
+	CHECK_RC(rma_region_register(a, mem, 4096, RMA_ACCESS_REMOTE_RW, &r), 0);
+	CHECK_RC(rma_region_register(b, buf, 4096, 0, &l), 0);
+	CHECK_OK(rma_advertise_text(r, 0, 0, 0, tok, sizeof tok));
+	CHECK_RC(rma_remote_parse(tok, &rem), 0);
+	/* Connected and served once, so the next ops go to the ring. */
+	struct rma_op op = {.kind = RMA_OP_PUT, .local = l, .remote = rem, .len = 8};
+	CHECK_RC(rma_post(b, &op, 1, 10000, NULL), 1);
+	int64_t t0 = test_now_ms();
+	while (rma_poll(b, c, 1) == 0) {
+		CHECKF(test_now_ms() - t0 < 5000, "first put never completed");
+		rma_progress(a, 0);
+		rma_progress(b, 0);
+	}
+	CHECK_RC(c[0].result, 8);
+	/* Now a runs no progress: these stay in the ring. */
+	post8(b, &op, c);
+	/* A get that dies in the ring (its deadline), answered later. */
+	struct rma_op late = {.kind = RMA_OP_GET, .local = l, .local_off = 1024,
+			      .remote = rem, .len = 64};
+	memset(mem, 0x5a, 4096);
+	CHECK_RC(rma_post(b, &late, 1, 30, NULL), 1);
+	t0 = test_now_ms();
+	while (rma_poll(b, c, 1) == 0) {
+		CHECKF(test_now_ms() - t0 < 5000, "the late get never timed out");
+		rma_progress(b, 1);
+	}
+	CHECK_RC(c[0].result, -ETIMEDOUT);
+	memset(buf + 1024, 0xc3, 64);
+	for (int i = 0; i < 5; i++) {
+		rma_progress(a, 0);
+		rma_progress(b, 0);
+	}
+	for (int i = 0; i < 64; i++)
+		CHECKF((unsigned char)buf[1024 + i] == 0xc3, "a timed-out get wrote "
+		       "its caller's buffer when its answer came late");
+	n = rma_poll(b, c, 16); /* the 8 above, served now */
+	CHECK(n >= 0);
+	for (int i = 0; i < n; i++)
+		CHECK(c[i].result == 8);
+	/* Again, never served: the owner goes. */
+	post8(b, &op, c);
+	n = 0;
+	CHECK_RC(rma_region_release(r), 0);
+	rma_engine_destroy(a);
+	t0 = test_now_ms();
+	while (n < 8) {
+		CHECKF(test_now_ms() - t0 < 3000, "%d of 8 ops in a gone owner's "
+		       "ring still open after 3 s", 8 - n);
+		rma_progress(b, 10);
+		int k = rma_poll(b, c + n, 16 - (unsigned)n);
+		CHECK(k >= 0);
+		for (int i = n; i < n + k; i++)
+			CHECKF(c[i].result < 0 && c[i].result != -ETIMEDOUT,
+			       "op ended with %lld", (long long)c[i].result);
+		n += k;
+	}
+	printf("ring_gone: 8 ops failed %lld ms after the owner went (%s)\n",
+	       (long long)(test_now_ms() - t0), rma_strerror((int)c[0].result));
+	rma_remote_free(rem);
+	rma_region_release(l);
+	rma_engine_destroy(b);
+	return 0;
+}
+
+static int case_ring_bell(void)
+{
+	struct rma_config cfg;
+	rma_engine *a, *b;
+	char tok[RMA_ADVERTISEMENT_TEXT_MAX];
+	char *mem = test_alloc(4096), *buf = test_alloc(4096);
+	rma_region *r, *l;
+	rma_remote *rem;
+	int64_t res, worst = 0;
+
+	rma_config_init(&cfg);
+	cfg.transports = "shm";
+	CHECK_RC(rma_engine_create(&cfg, &a), 0);
+	CHECK_RC(rma_engine_create(&cfg, &b), 0);
+	CHECK_RC(rma_region_register(a, mem, 4096, RMA_ACCESS_REMOTE_RW, &r), 0);
+	CHECK_RC(rma_region_register(b, buf, 4096, 0, &l), 0);
+	CHECK_OK(rma_advertise_text(r, 0, 0, 0, tok, sizeof tok));
+	CHECK_RC(rma_remote_parse(tok, &rem), 0);
+	test_fill(buf, 4096, 9);
+	for (int i = 0; i < 12; i++) {
+		struct rma_op op = {.kind = i % 2 ? RMA_OP_GET : RMA_OP_PUT,
+				    .local = l, .remote = rem, .len = 64,
+				    .local_off = 64 * (uint64_t)(i / 2),
+				    .remote_off = 64 * (uint64_t)(i / 2)};
+		if (op.kind == RMA_OP_GET)
+			op.local_off += 2048;
+		usleep(20000); /* both threads asleep by now */
+		int64_t t0 = test_now_ms();
+		CHECK_RC(rma_submit(b, &op, 1, 10000, &res, NULL, 0), 0);
+		CHECK_RC(res, 64);
+		worst = RMA_MAX(worst, test_now_ms() - t0);
+	}
+	CHECK(!memcmp(buf, mem, 6 * 64) && !memcmp(buf + 2048, buf, 6 * 64));
+	/* An answer long after b's thread went to sleep: here a is driven by
+	 * hand, late, and b's completion fd must tell of it. */
+	rma_engine *m = owner();
+	rma_region *mr;
+	rma_remote *mrem;
+	CHECK_RC(rma_region_register(m, mem, 4096, RMA_ACCESS_REMOTE_RW, &mr), 0);
+	CHECK_OK(rma_advertise_text(mr, 0, 0, 0, tok, sizeof tok));
+	CHECK_RC(rma_remote_parse(tok, &mrem), 0);
+	int cfd = rma_completion_fd(b);
+	CHECK(cfd >= 0);
+	for (int i = 0; i < 3; i++) {
+		struct rma_op op = {.kind = RMA_OP_GET, .local = l, .remote = mrem,
+				    .len = 8, .user_data = 77};
+		struct rma_completion c;
+		struct pollfd pf = {.fd = cfd, .events = POLLIN};
+		CHECK_RC(rma_post(b, &op, 1, 10000, NULL), 1);
+		if (i == 0) { /* connected and served: its ring from now on */
+			int64_t t0 = test_now_ms();
+			while (rma_poll(b, &c, 1) == 0) {
+				CHECKF(test_now_ms() - t0 < 5000, "no first answer");
+				rma_progress(m, 1);
+			}
+			CHECK_RC(rma_post(b, &op, 1, 10000, NULL), 1);
+		}
+		usleep(20000); /* b's thread sleeps: the answer has not come */
+		CHECK_RC(rma_arm(b), 0);
+		int64_t t0 = test_now_ms();
+		while (poll(&pf, 1, 0) == 0 && test_now_ms() - t0 < 500)
+			rma_progress(m, 0);
+		worst = RMA_MAX(worst, test_now_ms() - t0);
+		CHECK_RC(rma_poll(b, &c, 1), 1);
+		CHECK(c.user_data == 77 && c.result == 8);
+	}
+	rma_remote_free(mrem);
+	rma_region_release(mr);
+	rma_engine_destroy(m);
+	printf("ring_bell: 12 ops after pauses, 3 answered late; the slowest "
+	       "%lld ms\n", (long long)worst);
+	/* A sleep not rung lasts up to 1 s; a wake-up on a loaded host some
+	 * ms.  Every op of 12 that slow is no accident. */
+	CHECKF(worst < 500, "a small op after a pause took %lld ms: a side "
+	       "slept through it", (long long)worst);
+	rma_remote_free(rem);
+	rma_region_release(l);
+	rma_region_release(r);
+	rma_engine_destroy(b);
+	rma_engine_destroy(a);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *c = argc > 1 ? argv[1] : "";
@@ -274,6 +643,12 @@ int main(int argc, char **argv)
 		return case_unmap(false);
 	if (!strcmp(c, "mapped"))
 		return case_unmap(true);
-	fprintf(stderr, "usage: %s rows | unmap | mapped\n", argv[0]);
+	if (!strcmp(c, "ring"))
+		return case_ring();
+	if (!strcmp(c, "ring_gone"))
+		return case_ring_gone();
+	if (!strcmp(c, "ring_bell"))
+		return case_ring_bell();
+	fprintf(stderr, "usage: %s rows | unmap | mapped | ring | ring_gone | ring_bell\n", argv[0]);
 	return 1;
 }

@@ -74,7 +74,7 @@ void rma__shm_rows_reap(struct shm_tr *st)
  * (or is inside a copy now): the row is quarantined until it exits, else a
  * new user of the row would share the word with it.
  */
-static void srv_close(struct shm_srv *s, bool bye)
+void rma__shm_srv_close(struct shm_srv *s, bool bye)
 {
 	struct shm_tr *st = s->st;
 	struct shm_srv **pp = &st->served;
@@ -107,6 +107,7 @@ static int row_get(struct shm_tr *st, struct shm_srv *s)
 		if (fd < 0)
 			return fd;
 		atomic_store(&shm_row_at(st->tab, i)->cur, 0);
+		rma__shm_ring_reset(shm_row_at(st->tab, i));
 		r->used = true;
 		r->s = s;
 		r->pidfd = fd;
@@ -177,7 +178,7 @@ static bool srv_put(struct shm_srv *s, const struct shm_msg *q)
 			  "messages; closing its connection", (int)s->pid,
 			  SHM_PENDING);
 fail:
-	srv_close(s, gone(rc));
+	rma__shm_srv_close(s, gone(rc));
 	return false;
 }
 
@@ -214,13 +215,13 @@ static void srv_cb(struct rma__watch *w, uint32_t ev)
 		if (rc) {
 			rma__refused(&st->refusals, rc == -EACCES ? RMA__REFUSED_SECRET
 					: RMA__REFUSED_PROTO, rma__now_ns());
-			srv_close(s, false);
+			rma__shm_srv_close(s, false);
 			return;
 		}
 		rma__watch_mod(st->e, w, EPOLLIN);
 	}
 	if ((ev & EPOLLOUT) && s->nq && (rc = srv_flush(s))) {
-		srv_close(s, gone(rc) || (ev & EPOLLHUP));
+		rma__shm_srv_close(s, gone(rc) || (ev & EPOLLHUP));
 		return;
 	}
 	for (;;) {
@@ -241,13 +242,15 @@ static void srv_cb(struct rma__watch *w, uint32_t ev)
 		} else if (m.type == SHM_MAP && s->row >= 0) {
 			if (!srv_put(s, &m))
 				return; /* closed */
+		} else if (m.type == SHM_BELL && s->row >= 0) {
+			/* woken: this round serves the row */
 		} else {
 			rc = -EPROTO;
 			break;
 		}
 	}
 	if (rc < 0 || (ev & (EPOLLHUP | EPOLLERR)))
-		srv_close(s, rc == -ECONNRESET || (ev & EPOLLHUP));
+		rma__shm_srv_close(s, rc == -ECONNRESET || (ev & EPOLLHUP));
 }
 
 static void accept_cb(struct rma__watch *w, uint32_t ev)
@@ -333,7 +336,7 @@ int rma__shm_owner_init(struct shm_tr *st)
 void rma__shm_owner_fini(struct shm_tr *st)
 {
 	while (st->served)
-		srv_close(st->served, false);
+		rma__shm_srv_close(st->served, false);
 	for (unsigned i = 0; i < SHM_ROWS; i++)
 		if (st->rows[i].used)
 			row_free(st, i);
@@ -380,7 +383,7 @@ bool rma__shm_drain(struct shm_tr *st, uint32_t slot)
 					  "bytes, may still land)", (int)r->pid,
 					  st->drain_ms, (unsigned long long)st->max_msg);
 				if (r->s)
-					srv_close(r->s, false);
+					rma__shm_srv_close(r->s, false);
 				if (r->used) { /* quarantined, still naming slot */
 					if (r->hold)
 						row_unhold(st, r);
@@ -413,7 +416,7 @@ void rma__shm_owner_expire(struct shm_tr *st, int64_t now)
 		next = s->next;
 		if (s->row < 0 && now > s->hs_deadline) {
 			rma__refused(&st->refusals, RMA__REFUSED_TIMEOUT, now);
-			srv_close(s, false);
+			rma__shm_srv_close(s, false);
 		}
 	}
 }

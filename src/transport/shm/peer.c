@@ -47,14 +47,15 @@ static void peer_release(struct rma__watch *w)
 
 /* Stop watching a broken control connection; the peer lives on, failed,
  * until the core disconnects it. */
-static void peer_close(struct shm_peer *p)
+static void peer_close(struct shm_peer *p, int err)
 {
 	if (p->w.fd < 0)
 		return;
 	/* No copy after this (the peer is failed or gone, and copies end
 	 * inside post): the row goes first, since the owner hands it to
-	 * another initiator once it sees us close. */
+	 * another initiator once it sees us close; the requests in it fail. */
 	if (p->row) {
+		rma__shm_ring_fail(p, err);
 		munmap(p->row, SHM_PAGE);
 		p->row = NULL;
 	}
@@ -65,7 +66,7 @@ static void peer_close(struct shm_peer *p)
 
 static void peer_fail(struct shm_peer *p, int err)
 {
-	peer_close(p);
+	peer_close(p, err);
 	if (p->base.state != RMA__PEER_FAILED)
 		rma__peer_failed(&p->base, err);
 }
@@ -193,7 +194,9 @@ static void peer_cb(struct rma__watch *w, uint32_t ev)
 			if (mp && !mp->pending)
 				map_drop(mp);
 			rc = 0;
-		} else
+		} else if (m.type == SHM_BELL && p->welcomed && fd < 0)
+			rc = 0; /* woken: this round takes the answers */
+		else
 			rc = -EPROTO;
 		if (fd >= 0)
 			close(fd); /* a mapping outlives its fd */
@@ -306,7 +309,7 @@ void rma__shm_disconnect(struct rma__peer *bp, int err)
 	p->base.state = RMA__PEER_FAILED;
 	p->gone = true;
 	if (p->w.fd >= 0)
-		peer_close(p); /* peer_release frees it */
+		peer_close(p, err); /* peer_release frees it */
 	else if (!p->watched || p->released)
 		peer_free(p);
 }
@@ -399,19 +402,8 @@ static int move(struct shm_peer *p, const struct rma__xfer *x)
 	s = shm_slot_at(p->tab, slot);
 	/* Announce, then check: the owner clears the key, then reads rows. */
 	atomic_store(&p->row->cur, (uint64_t)slot + 1);
-	if (atomic_load(&s->key) != rk->key) {
-		rc = -EKEYREJECTED;
+	if ((rc = shm_window(s, rk->key, need, x->raddr, x->len, &off)))
 		goto out;
-	}
-	if ((s->access & need) != need) {
-		rc = -EACCES;
-		goto out;
-	}
-	off = x->raddr - s->addr; /* wraps for addresses below the window */
-	if (off > s->len || x->len > s->len - off) {
-		rc = -ERANGE;
-		goto out;
-	}
 	if (s->region_id) {
 		rc = via_map(p, s, rk->key, &dst, x->raddr, x->len);
 		if (rc < 0) /* -EAGAIN: asked for the mapping, kicked on answer */
@@ -448,6 +440,8 @@ int rma__shm_post(struct rma__peer *bp, const struct rma__xfer *x)
 	struct shm_peer *p = container_of(bp, struct shm_peer, base);
 	int rc;
 
+	if (rma__shm_ring_fits(p, x))
+		return rma__shm_ring_post(p, x);
 	if (p->ndone == SHM_CREDITS)
 		return -EAGAIN;
 	rc = move(p, x);
@@ -457,12 +451,13 @@ int rma__shm_post(struct rma__peer *bp, const struct rma__xfer *x)
 	return 0;
 }
 
-/* Every copy is synchronous: one that works is done here. */
+/* A copy is synchronous: one that works is done here.  A request to the
+ * owner is not. */
 int rma__shm_post_now(struct rma__peer *bp, const struct rma__xfer *x)
 {
 	struct shm_peer *p = container_of(bp, struct shm_peer, base);
 
-	return move(p, x) ? RMA__DECLINE : 0;
+	return rma__shm_ring_fits(p, x) || move(p, x) ? RMA__DECLINE : 0;
 }
 
 /* An owner that never answers (stopped, stuck) fails the connect, so ops

@@ -38,6 +38,12 @@ static void shm_fini(struct rma__transport *t)
 	free(st);
 }
 
+/* A spinning round tries the rings first once they found work. */
+static void ring_cb(struct rma__watch *w, uint32_t events)
+{
+	w->quiet = !rma__shm_ring_round(container_of(w, struct shm_tr, rw));
+}
+
 static int shm_init(struct rma_engine *e, const struct rma__topts *o,
 		    struct rma__transport **out)
 {
@@ -56,6 +62,9 @@ static int shm_init(struct rma_engine *e, const struct rma__topts *o,
 	st->e = e;
 	st->tfd = -1;
 	st->lw.fd = -1;
+	st->rw.fd = -1; /* polled, never in epoll: nothing to retire */
+	st->rw.cb = ring_cb;
+	st->rw.direct = true;
 	st->engine_id = ep->engine_id;
 	st->drain_ms = (unsigned)drain;
 	st->max_msg = ep->max_msg_size ? RMA_MIN(ep->max_msg_size, SHM_MAX_MSG)
@@ -218,16 +227,25 @@ static int shm_reachable(struct rma__transport *t, const void *blob, size_t len)
 static void shm_progress(struct rma__transport *t)
 {
 	struct shm_tr *st = container_of(t, struct shm_tr, base);
-	int64_t now = rma__now_ns();
+	int64_t now;
 
-	if (now < st->next_check)
+	if (st->served || st->nring)
+		rma__shm_ring_round(st);
+	/* The cheap clock for the gate: a spinning round comes here often. */
+	if (rma__coarse_ns() < st->next_check)
 		return;
+	now = rma__now_ns();
 	st->next_check = now + 100 * 1000000LL;
 	rma__shm_owner_expire(st, now);
 	if (st->nheld)
 		rma__shm_rows_reap(st);
 	rma__shm_peers_expire(st, now);
 	rma__refusals_log(&st->refusals, now);
+}
+
+static int shm_arm(struct rma__transport *t)
+{
+	return rma__shm_ring_arm(container_of(t, struct shm_tr, base));
 }
 
 const struct rma__transport_ops rma__shm_ops = {
@@ -254,4 +272,5 @@ const struct rma__transport_ops rma__shm_ops = {
 	.post_now = rma__shm_post_now,
 	.flush = rma__shm_flush,
 	.progress = shm_progress,
+	.arm = shm_arm,
 };

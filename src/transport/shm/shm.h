@@ -5,6 +5,7 @@
  *   peer.c    the initiator's side: connect, post (the copies), mappings
  *   host.c    same-host identity and the probe
  *   wire.c    the advertisement blob and the control messages
+ *   ring.c    small ops on any memory, served by the owner through a ring
  *
  * Same-host put/get by the initiator alone: cross-memory attach
  * (process_vm_readv/writev) into any registered memory, or plain memcpy into
@@ -14,6 +15,7 @@
 #ifndef RMA_SHM_H
 #define RMA_SHM_H
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -56,11 +58,58 @@ struct shm_slot {
 	uint32_t region_id;   /* memfd regions: names the file; else 0 */
 };
 
+/* One request in a row's ring: written by the initiator, answered (res,
+ * and a get's bytes) by the owner, who reads it once and checks it all. */
+#define SHM_RING 15u               /* requests in flight per row */
+#define SHM_INLINE 192u            /* bytes a request carries: larger ops,
+				    * and memfd windows, copy directly */
+struct shm_req {
+	uint32_t kind;     /* RMA_OP_PUT or RMA_OP_GET */
+	uint32_t len;      /* <= SHM_INLINE */
+	uint32_t slot;
+	int32_t res;       /* the owner's answer: 0 or -errno */
+	uint64_t key;
+	uint64_t raddr;    /* the window's address space, as for a copy */
+	uint8_t pad[32];
+	uint8_t data[SHM_INLINE];
+};
+
 /* One initiator engine's row, a page of its own (it maps only that page
- * writable): the slot it is copying through, plus one, or 0. */
+ * writable).  cur: the slot it is copying through, plus one, or 0.  The
+ * ring: small ops on memory that is not a memfd, where a system call per
+ * op (cross-memory attach) would cost more than the op; the owner copies
+ * under its own lock, so its release is final for them without a drain.
+ * A side about to sleep sets its idle word; the other, having published,
+ * clears it and rings the control socket (ring.c). */
 struct shm_row {
 	_Atomic uint64_t cur;
+	uint8_t pad0[56];
+	_Atomic uint32_t prod;       /* initiator: requests written */
+	_Atomic uint32_t owner_idle; /* owner: asleep, ring to wake it */
+	uint8_t pad1[56];
+	_Atomic uint32_t cons;       /* owner: requests answered */
+	_Atomic uint32_t peer_idle;  /* initiator: asleep, ring to wake it */
+	uint8_t pad2[120];
+	struct shm_req req[SHM_RING];
 };
+_Static_assert(sizeof(struct shm_row) <= SHM_PAGE, "a row is one page");
+
+/* The checks every access passes, the owner's or the initiator's: the
+ * slot's key (0 when free or revoked), its access, the window.  0 and
+ * *off, or -errno. */
+static inline int shm_window(const struct shm_slot *s, uint64_t key,
+			     unsigned need, uint64_t raddr, uint64_t len,
+			     uint64_t *off)
+{
+	if (!key || atomic_load(&s->key) != key)
+		return -EKEYREJECTED;
+	if ((s->access & need) != need)
+		return -EACCES;
+	*off = raddr - s->addr; /* wraps for addresses below the window */
+	if (*off > s->len || len > s->len - *off)
+		return -ERANGE;
+	return 0;
+}
 
 /* What the advertisement blob holds (SHM_BLOB_LEN bytes, little-endian). */
 struct shm_ident {
@@ -92,6 +141,7 @@ enum {
 	SHM_MAP,         /* I->O: a = region id, b = a key of one of its grants */
 	SHM_MAPPED,      /* O->I: status, a = region id, b = length; + memfd */
 	SHM_UNMAP,       /* O->I: a = region id: released, drop the mapping */
+	SHM_BELL,        /* either way: the ring has work for a side asleep */
 };
 #define SHM_MSG_LEN 32
 struct shm_msg {
@@ -137,6 +187,7 @@ struct shm_rowst {
 	struct shm_srv *s;
 	int pidfd;       /* the initiator process: dead means its copies ended */
 	pid_t pid;
+	uint32_t cons;   /* ring requests answered */
 	uint32_t hold;   /* cut off inside a copy through slot hold - 1: that
 			  * slot stays out of the free list while the row
 			  * names it, else each grant reusing it would be
@@ -174,6 +225,13 @@ struct shm_peer {
 	struct shm_row *row;      /* our row, writable */
 	unsigned ndone;
 	struct shm_done done[SHM_CREDITS];
+	/* The ring: requests written (rhead) and answers taken (rtail). */
+	uint32_t rhead, rtail;
+	struct shm_rop {
+		uint64_t op_id;
+		char *laddr;
+		uint32_t len, kind;
+	} rops[SHM_RING];
 	struct shm_map maps[SHM_MAPS];
 	struct shm_peer *next;
 };
@@ -197,6 +255,8 @@ struct shm_tr {
 	struct shm_reg *regs;
 	uint32_t next_region_id;
 	struct shm_peer *peers;
+	unsigned nring;           /* peers with ring requests in flight */
+	struct rma__watch rw;     /* the rings, polled (fd -1) */
 	int64_t next_check;
 	struct rma__refusals refusals; /* failed handshakes, logged as counts */
 	struct rma__stage stage;  /* local device memory goes through it */
@@ -216,6 +276,15 @@ static inline struct shm_row *shm_row_at(char *tab, unsigned i)
 	return (struct shm_row *)(tab + SHM_ROW_OFF + (size_t)i * SHM_PAGE);
 }
 
+/* ring.c */
+bool rma__shm_ring_fits(const struct shm_peer *p, const struct rma__xfer *x);
+int rma__shm_ring_post(struct shm_peer *p, const struct rma__xfer *x);
+void rma__shm_ring_fail(struct shm_peer *p, int err);
+bool rma__shm_ring_round(struct shm_tr *st);
+int rma__shm_ring_arm(struct shm_tr *st);
+void rma__shm_ring_reset(struct shm_row *row);
+void rma__shm_bell(int fd);
+
 /* host.c */
 int rma__shm_ident(struct shm_ident *id);
 int rma__shm_start_time(pid_t pid, uint64_t *out);
@@ -231,6 +300,7 @@ void rma__shm_slot_put(struct shm_tr *st, uint32_t slot);
 void rma__shm_rows_reap(struct shm_tr *st);
 void rma__shm_unmap_notify(struct shm_tr *st, uint32_t region_id);
 void rma__shm_owner_expire(struct shm_tr *st, int64_t now);
+void rma__shm_srv_close(struct shm_srv *s, bool bye);
 
 /* peer.c */
 int rma__shm_connect(struct rma__transport *t, const void *blob, size_t len,

@@ -1,0 +1,235 @@
+/*
+ * ring.c - small ops on any memory, served by the owner.
+ *
+ * Cross-memory attach costs a system call per op, more than an 8-byte op
+ * is worth.  So an op of at most SHM_INLINE bytes into memory that is not
+ * a memfd goes as a request in the initiator's row of the grant table: the
+ * initiator writes it (a put's bytes inline) and publishes prod; the
+ * owner's progress reads each request once, checks slot, key, access and
+ * window as a copy would (shm_window), copies, writes the answer (and a
+ * get's bytes) and publishes cons.  The owner copies under its engine
+ * lock, where release revokes, so release is final for these ops without
+ * a drain.  The owner trusts nothing in the row: a bad request gets an
+ * error, a bad prod closes the connection.
+ *
+ * Neither side spins forever: before a thread sleeps (the transport's arm)
+ * it sets its idle word in each row with work outstanding and looks once
+ * more (a request written while the initiator's thread sleeps sets it
+ * too); the other side, after publishing, clears that word and, if it was
+ * set, sends SHM_BELL on the control socket, whose readiness wakes the
+ * sleeper.  A side clears its own word only while its thread is awake: a
+ * caller's rounds (rma_submit, rma_poll) run while the thread sleeps, and
+ * the word must stay up for the thread once they stop.  Each store-then-load pair is sequentially consistent, so one
+ * of the two sides always sees the other.
+ */
+#include <string.h>
+
+#include "transport/shm/shm.h"
+
+/* Ring the other side's control socket.  A full socket is already
+ * readable, so it needs no more; a broken one is the hang-up's to tell. */
+void rma__shm_bell(int fd)
+{
+	struct shm_msg m = {.type = SHM_BELL};
+	if (fd >= 0)
+		(void)rma__shm_send(fd, &m, -1);
+}
+
+/* A fresh row: no request, nobody asleep. */
+void rma__shm_ring_reset(struct shm_row *row)
+{
+	atomic_store(&row->prod, 0);
+	atomic_store(&row->cons, 0);
+	atomic_store(&row->owner_idle, 0);
+	atomic_store(&row->peer_idle, 0);
+}
+
+/* ---- the initiator's side ---- */
+
+/* Does x go by the ring?  Small, host memory on our side, and a window
+ * that is not a memfd (that one is mapped and copied directly). */
+bool rma__shm_ring_fits(const struct shm_peer *p, const struct rma__xfer *x)
+{
+	const struct rma__rkey *rk = x->rk;
+	return x->len <= SHM_INLINE && p->row && rk->raw &&
+	       rk->raw_len == SHM_BLOB_LEN && !(rk->raw[1] & SHM_BLOB_MEMFD) &&
+	       !rma__region_device(x->local);
+}
+
+/* Write x's request: 0, or -EAGAIN with the ring full (the answers that
+ * free it kick the peer). */
+int rma__shm_ring_post(struct shm_peer *p, const struct rma__xfer *x)
+{
+	struct shm_row *row = p->row;
+	const uint8_t *raw = x->rk->raw;
+	uint32_t i = p->rhead % SHM_RING;
+	struct shm_req *q = &row->req[i];
+
+	if (p->rhead - p->rtail == SHM_RING)
+		return -EAGAIN;
+	q->kind = x->kind;
+	q->len = (uint32_t)x->len;
+	q->slot = (uint32_t)raw[4] | (uint32_t)raw[5] << 8 |
+		  (uint32_t)raw[6] << 16 | (uint32_t)raw[7] << 24;
+	q->res = 0;
+	q->key = x->rk->key;
+	q->raddr = x->raddr;
+	if (x->kind == RMA_OP_PUT)
+		memcpy(q->data, x->laddr, x->len);
+	p->rops[i] = (struct shm_rop){x->op_id, x->laddr, (uint32_t)x->len, x->kind};
+	if (p->rhead++ == p->rtail)
+		p->st->nring++;
+	/* Our thread went to sleep before this request (its arm saw none):
+	 * have the answer ring it. */
+	if (rma__thread_asleep(p->st->e))
+		atomic_store_explicit(&row->peer_idle, 1, memory_order_relaxed);
+	atomic_store(&row->prod, p->rhead); /* before the idle word is read */
+	if (atomic_load(&row->owner_idle) &&
+	    atomic_exchange(&row->owner_idle, 0))
+		rma__shm_bell(p->w.fd);
+	return 0;
+}
+
+/* Report the answers the owner published; true if there were some. */
+static bool ring_take(struct shm_peer *p)
+{
+	struct rma_engine *e = p->st->e;
+	uint32_t cons = atomic_load_explicit(&p->row->cons, memory_order_acquire);
+	bool any = false;
+
+	if (cons - p->rtail > p->rhead - p->rtail)
+		return false; /* not an owner's: the ops time out */
+	if (atomic_load_explicit(&p->row->peer_idle, memory_order_relaxed) &&
+	    !rma__thread_asleep(e))
+		atomic_store_explicit(&p->row->peer_idle, 0, memory_order_relaxed);
+	while (p->rtail != cons) {
+		uint32_t i = p->rtail % SHM_RING;
+		const struct shm_req *q = &p->row->req[i];
+		struct shm_rop o = p->rops[i];
+		int res = q->res > 0 ? -EPROTO : q->res;
+
+		/* A get's bytes only into an op still live: a dead one's
+		 * memory may be the caller's again. */
+		if (!res && o.kind == RMA_OP_GET && rma__op_live(e, o.op_id))
+			memcpy(o.laddr, q->data, o.len);
+		if (++p->rtail == p->rhead)
+			p->st->nring--;
+		rma__xfer_done(e, o.op_id, res ? 0 : o.len, res);
+		any = true;
+	}
+	if (any)
+		rma__peer_kick(&p->base);
+	return any;
+}
+
+/* The connection is going: every request still out fails with err.  The
+ * owner may yet answer them into the row, which is ours to unmap. */
+void rma__shm_ring_fail(struct shm_peer *p, int err)
+{
+	while (p->rtail != p->rhead) {
+		struct shm_rop o = p->rops[p->rtail % SHM_RING];
+		if (++p->rtail == p->rhead)
+			p->st->nring--;
+		rma__xfer_done(p->st->e, o.op_id, 0, err);
+	}
+}
+
+/* ---- the owner's side ---- */
+
+/* Answer one request: 0 or -errno.  Each field is read once, into h. */
+static int serve(struct shm_tr *st, struct shm_req *q)
+{
+	struct shm_req h;
+	uint64_t off;
+	int rc;
+
+	memcpy(&h, q, offsetof(struct shm_req, pad));
+	atomic_signal_fence(memory_order_seq_cst); /* h, never q, from here */
+	if ((h.kind != RMA_OP_PUT && h.kind != RMA_OP_GET) || h.len > SHM_INLINE)
+		return -EINVAL;
+	if (h.slot >= SHM_SLOTS)
+		return -EKEYREJECTED;
+	const struct shm_slot *s = shm_slot_at(st->tab, h.slot);
+	rc = shm_window(s, h.key, h.kind == RMA_OP_PUT ? RMA_ACCESS_REMOTE_WRITE
+						       : RMA_ACCESS_REMOTE_READ,
+			h.raddr, h.len, &off);
+	if (rc)
+		return rc;
+	char *mem = (char *)(uintptr_t)(s->addr + off);
+	if (h.kind == RMA_OP_PUT)
+		memcpy(mem, q->data, h.len);
+	else
+		memcpy(q->data, mem, h.len);
+	return 0;
+}
+
+/* Serve s's row; true if it asked for something.  May close s. */
+static bool serve_row(struct shm_tr *st, struct shm_srv *s)
+{
+	struct shm_rowst *r = &st->rows[s->row];
+	struct shm_row *row = shm_row_at(st->tab, (unsigned)s->row);
+	uint32_t prod = atomic_load_explicit(&row->prod, memory_order_acquire);
+
+	if (atomic_load_explicit(&row->owner_idle, memory_order_relaxed) &&
+	    !rma__thread_asleep(st->e))
+		atomic_store_explicit(&row->owner_idle, 0, memory_order_relaxed);
+	if (prod == r->cons)
+		return false;
+	if (prod - r->cons > SHM_RING) {
+		rma__warn("shm: pid %d wrote a corrupt ring; closing its connection",
+			  (int)s->pid);
+		rma__shm_srv_close(s, false);
+		return true;
+	}
+	while (r->cons != prod) {
+		struct shm_req *q = &row->req[r->cons % SHM_RING];
+		q->res = serve(st, q);
+		r->cons++;
+	}
+	atomic_store(&row->cons, r->cons); /* before the idle word is read */
+	if (atomic_load(&row->peer_idle) &&
+	    atomic_exchange(&row->peer_idle, 0))
+		rma__shm_bell(s->w.fd);
+	return true;
+}
+
+/* Once per progress round, and from a spinning round directly: serve the
+ * rows, take the answers.  True if either found work.  Lock held. */
+bool rma__shm_ring_round(struct shm_tr *st)
+{
+	bool any = false;
+
+	for (struct shm_srv *s = st->served, *next; s; s = next) {
+		next = s->next;
+		if (s->row >= 0)
+			any |= serve_row(st, s);
+	}
+	for (struct shm_peer *p = st->peers; p && st->nring; p = p->next)
+		if (p->rhead != p->rtail && p->row)
+			any |= ring_take(p);
+	if (any)
+		rma__watch_touch(st->e, &st->rw);
+	return any;
+}
+
+/* The thread is about to sleep: say so in every row with work to come,
+ * then look once more.  0, or -EAGAIN if work came meanwhile. */
+int rma__shm_ring_arm(struct shm_tr *st)
+{
+	for (struct shm_srv *s = st->served; s; s = s->next) {
+		if (s->row < 0)
+			continue;
+		struct shm_row *row = shm_row_at(st->tab, (unsigned)s->row);
+		atomic_store(&row->owner_idle, 1);
+		if (atomic_load(&row->prod) != st->rows[s->row].cons)
+			return -EAGAIN;
+	}
+	for (struct shm_peer *p = st->peers; p && st->nring; p = p->next) {
+		if (p->rhead == p->rtail || !p->row)
+			continue;
+		atomic_store(&p->row->peer_idle, 1);
+		if (atomic_load(&p->row->cons) != p->rtail)
+			return -EAGAIN;
+	}
+	return 0;
+}
