@@ -219,6 +219,7 @@ static int raw_connect_fd(rma_engine *a, int *row, int *tfd_out)
 	CHECK_RC(rma__shm_send(c, &m, -1), 0);
 	CHECK_RC(recv_msg(a, c, &m, &tfd), 1);
 	CHECK(m.type == SHM_WELCOME);
+	CHECKF(m.c & SHM_FEAT_RING, "WELCOME does not say the owner serves rings");
 	CHECK_RC(m.status, 0);
 	CHECK(tfd >= 0 && m.b < SHM_ROWS);
 	if (tfd_out)

@@ -229,7 +229,8 @@ static void srv_cb(struct rma__watch *w, uint32_t ev)
 		if (rc <= 0)
 			break;
 		if (m.type == SHM_HELLO && s->row < 0) {
-			struct shm_msg r = {.type = SHM_WELCOME, .a = st->engine_id};
+			struct shm_msg r = {.type = SHM_WELCOME, .a = st->engine_id,
+					    .c = SHM_FEAT_RING};
 			if (m.b != st->engine_id)
 				r.status = -ESTALE; /* another engine owns the name */
 			else

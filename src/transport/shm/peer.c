@@ -121,6 +121,7 @@ static int welcome(struct shm_peer *p, const struct shm_msg *m, int fd)
 	if (*(const uint64_t *)p->tab != SHM_TABLE_MAGIC)
 		return -EPROTO;
 	p->welcomed = true;
+	p->ring = m->c & SHM_FEAT_RING;
 	p->base.max_msg = p->st->max_msg;
 	p->base.credits = SHM_CREDITS;
 	rma__peer_ready(&p->base);

@@ -46,12 +46,13 @@ void rma__shm_ring_reset(struct shm_row *row)
 
 /* ---- the initiator's side ---- */
 
-/* Does x go by the ring?  Small, host memory on our side, and a window
- * that is not a memfd (that one is mapped and copied directly). */
+/* Does x go by the ring?  Small, host memory on our side, a window that
+ * is not a memfd (that one is mapped and copied directly), and an owner
+ * that said it serves rings. */
 bool rma__shm_ring_fits(const struct shm_peer *p, const struct rma__xfer *x)
 {
 	const struct rma__rkey *rk = x->rk;
-	return x->len <= SHM_INLINE && p->row && rk->raw &&
+	return x->len <= SHM_INLINE && p->ring && p->row && rk->raw &&
 	       rk->raw_len == SHM_BLOB_LEN && !(rk->raw[1] & SHM_BLOB_MEMFD) &&
 	       !rma__region_device(x->local);
 }

@@ -137,13 +137,16 @@ int rma__shm_blob_decode(const void *buf, size_t len, struct shm_blob *b);
 /* Control messages (SOCK_SEQPACKET, one per packet, little-endian). */
 enum {
 	SHM_HELLO = 1,   /* I->O: a = initiator engine id, b = owner engine id */
-	SHM_WELCOME,     /* O->I: status, a = owner engine id, b = row; + table fd */
+	SHM_WELCOME,     /* O->I: status, a = owner engine id, b = row,
+			  * c = features (SHM_FEAT_*); + table fd */
 	SHM_MAP,         /* I->O: a = region id, b = a key of one of its grants */
 	SHM_MAPPED,      /* O->I: status, a = region id, b = length; + memfd */
 	SHM_UNMAP,       /* O->I: a = region id: released, drop the mapping */
 	SHM_BELL,        /* either way: the ring has work for a side asleep */
 };
 #define SHM_MSG_LEN 32
+#define SHM_FEAT_RING 1u /* the owner serves its rows' rings (an older one,
+			  * which does not, leaves c 0: copies only) */
 struct shm_msg {
 	uint32_t type;
 	int32_t status;
@@ -218,6 +221,7 @@ struct shm_peer {
 	int64_t hs_deadline;
 	struct rma__setup *setup; /* the secret handshake; NULL once done */
 	bool welcomed;
+	bool ring;                /* the owner serves our row's ring */
 	bool watched;             /* its socket was in the engine's epoll */
 	bool gone;                /* disconnected: the core forgot it */
 	bool released;            /* its watch is buried */
