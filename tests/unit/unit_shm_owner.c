@@ -16,8 +16,9 @@
  *          owner serves good ones, answers each forged field (key, slot,
  *          window, access, kind, length, a released region) with its error
  *          and touches no byte for them; it sets its idle word before it
- *          sleeps and rings a sleeping initiator; a corrupt prod closes
- *          that connection while the owner serves a new one.
+ *          sleeps and rings a sleeping initiator; a request numbered out
+ *          of turn is not served; a row handed to a new initiator starts
+ *          with no number in it.
  *   ring_gone  small puts and gets wait in the ring of an owner that does
  *          not run progress; the owner goes: each fails with the connection,
  *          at once, not at its deadline.  Before that, a get that timed out
@@ -291,7 +292,7 @@ struct raw {
 	int c, row;
 	const char *tab;      /* header and slots, read-only */
 	struct shm_row *r;    /* our row, writable */
-	uint32_t prod;
+	uint32_t n;           /* requests written */
 };
 
 static void raw_open(rma_engine *a, struct raw *x)
@@ -332,7 +333,7 @@ static uint32_t slot_of(const struct raw *x, const void *addr, uint64_t *key)
 static int ask(rma_engine *a, struct raw *x, uint32_t kind, uint32_t slot,
 	       uint64_t key, uint64_t raddr, uint32_t len, void *data)
 {
-	struct shm_req *q = &x->r->req[x->prod % SHM_RING];
+	struct shm_req *q = &x->r->req[x->n % SHM_RING];
 	int64_t t0 = test_now_ms();
 
 	q->kind = kind;
@@ -343,10 +344,10 @@ static int ask(rma_engine *a, struct raw *x, uint32_t kind, uint32_t slot,
 	q->res = 1;
 	if (kind == RMA_OP_PUT)
 		memcpy(q->data, data, RMA_MIN(len, SHM_INLINE));
-	atomic_store(&x->r->prod, ++x->prod);
-	while (atomic_load(&x->r->cons) != x->prod) {
+	atomic_store(&q->seq, ++x->n);
+	while (atomic_load(&q->ack) != x->n) {
 		CHECKF(test_now_ms() - t0 < 5000, "request %u never answered",
-		       x->prod);
+		       x->n);
 		rma_progress(a, 0);
 	}
 	if (kind == RMA_OP_GET && !q->res)
@@ -420,13 +421,17 @@ static int case_ring(void)
 	while (atomic_load(&x.r->owner_idle) != 1)
 		CHECKF(test_now_ms() - t0 < 2000,
 		       "the owner went to sleep without setting its idle word");
-	struct shm_req *q = &x.r->req[x.prod % SHM_RING];
-	*q = (struct shm_req){.kind = G, .len = 8, .slot = rslot, .key = rkey,
-			      .raddr = (uintptr_t)ro + 16, .res = 1};
-	atomic_store(&x.r->prod, ++x.prod);
+	struct shm_req *q = &x.r->req[x.n % SHM_RING];
+	q->kind = G;
+	q->len = 8;
+	q->slot = rslot;
+	q->key = rkey;
+	q->raddr = (uintptr_t)ro + 16;
+	q->res = 1;
+	atomic_store(&q->seq, ++x.n);
 	CHECK(atomic_exchange(&x.r->owner_idle, 0) == 1);
 	rma__shm_bell(x.c);
-	while (atomic_load(&x.r->cons) != x.prod)
+	while (atomic_load(&q->ack) != x.n)
 		CHECKF(test_now_ms() - t0 < 2500, "a sleeping owner was rung but "
 		       "did not answer");
 	CHECK(pthread_join(th, NULL) == 0);
@@ -441,17 +446,52 @@ static int case_ring(void)
 	CHECK_RC(rma__shm_recv(x.c, &m, NULL), 1);
 	CHECK(m.type == SHM_BELL);
 
-	/* A corrupt prod: that connection closes; a new one is served. */
-	atomic_store(&x.r->prod, x.prod + SHM_RING + 1);
-	int fd;
-	CHECK_RC(recv_msg(a, x.c, &m, &fd), -ECONNRESET);
+	/* Out of turn: a good put numbered past the next, or a lap back, is
+	 * not served; numbered in turn, it is. */
+	CHECK_RC(rma_region_register(a, mem, 8192, RMA_ACCESS_REMOTE_RW, &rw), 0);
+	slot = slot_of(&x, mem, &key);
+	memcpy(copy, mem, sizeof copy);
+	q = &x.r->req[x.n % SHM_RING];
+	q->kind = P;
+	q->len = 8;
+	q->slot = slot;
+	q->key = key;
+	q->raddr = base;
+	memcpy(q->data, "in turn!", 8);
+	uint32_t wrong[] = {x.n + 2, x.n + 1 - SHM_RING, x.n, 0};
+	for (unsigned i = 0; i < 4; i++) {
+		atomic_store(&q->seq, wrong[i]);
+		for (int k = 0; k < 20; k++)
+			rma_progress(a, 0);
+		CHECKF(!memcmp(copy, mem, sizeof copy) &&
+			       atomic_load(&q->ack) != x.n + 1,
+		       "a request numbered %u was served as number %u", wrong[i],
+		       x.n + 1);
+	}
+	atomic_store(&q->seq, ++x.n);
+	t0 = test_now_ms();
+	while (atomic_load(&q->ack) != x.n) {
+		CHECKF(test_now_ms() - t0 < 5000, "the request in turn was not served");
+		rma_progress(a, 0);
+	}
+	CHECK(q->res == 0 && !memcmp(mem, "in turn!", 8));
+
+	/* A new initiator on the row: no number from the last one's requests
+	 * may look like an answer (or a request) to it. */
 	raw_close(&x);
+	for (int k = 0; k < 20; k++)
+		rma_progress(a, 0);
 	raw_open(a, &y);
+	CHECKF(y.row == x.row, "the row was not handed on");
+	for (unsigned i = 0; i < SHM_RING; i++)
+		CHECKF(!atomic_load(&y.r->req[i].seq) && !atomic_load(&y.r->req[i].ack),
+		       "request %u of a new initiator's row kept a number", i);
 	CHECK_RC(ask(a, &y, G, rslot, rkey, (uintptr_t)ro + 8, 8, v), 0);
 	CHECK(!memcmp(v, ro + 8, 8));
 	printf("ring: served, 12 forgeries and 3 released refused, rung, "
-	       "corrupt prod closed\n");
+	       "out of turn not served, row handed on clean\n");
 	raw_close(&y);
+	CHECK_RC(rma_region_release(rw), 0);
 	CHECK_RC(rma_region_release(rr), 0);
 	rma_engine_destroy(a);
 	return 0;

@@ -4,13 +4,16 @@
  * Cross-memory attach costs a system call per op, more than an 8-byte op
  * is worth.  So an op of at most SHM_INLINE bytes into memory that is not
  * a memfd goes as a request in the initiator's row of the grant table: the
- * initiator writes it (a put's bytes inline) and publishes prod; the
+ * initiator writes it (a put's bytes inline), then its number (seq); the
  * owner's progress reads each request once, checks slot, key, access and
  * window as a copy would (shm_window), copies, writes the answer (and a
- * get's bytes) and publishes cons.  The owner copies under its engine
- * lock, where release revokes, so release is final for these ops without
- * a drain.  The owner trusts nothing in the row: a bad request gets an
- * error, a bad prod closes the connection.
+ * get's bytes), then the number again (ack).  Each side waits on the
+ * request's first line only: counters of their own (a producer's and a
+ * consumer's index) would cost another line crossing each way per op.
+ * The owner copies under its engine lock, where release revokes, so
+ * release is final for these ops without a drain.  The owner trusts
+ * nothing in the row: a bad request gets an error, a number out of turn
+ * is not served.
  *
  * Neither side spins forever: before a thread sleeps (the transport's arm)
  * it sets its idle word in each row with work outstanding and looks once
@@ -19,8 +22,9 @@
  * set, sends SHM_BELL on the control socket, whose readiness wakes the
  * sleeper.  A side clears its own word only while its thread is awake: a
  * caller's rounds (rma_submit, rma_poll) run while the thread sleeps, and
- * the word must stay up for the thread once they stop.  Each store-then-load pair is sequentially consistent, so one
- * of the two sides always sees the other.
+ * the word must stay up for the thread once they stop.  Each
+ * store-then-load pair is sequentially consistent, so one of the two sides
+ * always sees the other.
  */
 #include <string.h>
 
@@ -38,8 +42,10 @@ void rma__shm_bell(int fd)
 /* A fresh row: no request, nobody asleep. */
 void rma__shm_ring_reset(struct shm_row *row)
 {
-	atomic_store(&row->prod, 0);
-	atomic_store(&row->cons, 0);
+	for (unsigned i = 0; i < SHM_RING; i++) {
+		atomic_store(&row->req[i].seq, 0);
+		atomic_store(&row->req[i].ack, 0);
+	}
 	atomic_store(&row->owner_idle, 0);
 	atomic_store(&row->peer_idle, 0);
 }
@@ -84,7 +90,8 @@ int rma__shm_ring_post(struct shm_peer *p, const struct rma__xfer *x)
 	 * have the answer ring it. */
 	if (rma__thread_asleep(p->st->e))
 		atomic_store_explicit(&row->peer_idle, 1, memory_order_relaxed);
-	atomic_store(&row->prod, p->rhead); /* before the idle word is read */
+	/* Request n is numbered n + 1; published before the idle word is read. */
+	atomic_store(&q->seq, p->rhead);
 	if (atomic_load(&row->owner_idle) &&
 	    atomic_exchange(&row->owner_idle, 0))
 		rma__shm_bell(p->w.fd);
@@ -95,18 +102,19 @@ int rma__shm_ring_post(struct shm_peer *p, const struct rma__xfer *x)
 static bool ring_take(struct shm_peer *p)
 {
 	struct rma_engine *e = p->st->e;
-	uint32_t cons = atomic_load_explicit(&p->row->cons, memory_order_acquire);
 	bool any = false;
 
-	if (cons - p->rtail > p->rhead - p->rtail)
-		return false; /* not an owner's: the ops time out */
 	if (atomic_load_explicit(&p->row->peer_idle, memory_order_relaxed) &&
 	    !rma__thread_asleep(e))
 		atomic_store_explicit(&p->row->peer_idle, 0, memory_order_relaxed);
-	while (p->rtail != cons) {
+	while (p->rtail != p->rhead) {
 		uint32_t i = p->rtail % SHM_RING;
 		const struct shm_req *q = &p->row->req[i];
 		struct shm_rop o = p->rops[i];
+
+		if (atomic_load_explicit(&q->ack, memory_order_acquire) !=
+		    p->rtail + 1)
+			break; /* not answered yet (or not by an owner: it times out) */
 		int res = q->res > 0 ? -EPROTO : q->res;
 
 		/* A get's bytes only into an op still live: a dead one's
@@ -144,7 +152,8 @@ static int serve(struct shm_tr *st, struct shm_req *q)
 	uint64_t off;
 	int rc;
 
-	memcpy(&h, q, offsetof(struct shm_req, pad));
+	memcpy(&h.kind, &q->kind,
+	       offsetof(struct shm_req, data) - offsetof(struct shm_req, kind));
 	atomic_signal_fence(memory_order_seq_cst); /* h, never q, from here */
 	if ((h.kind != RMA_OP_PUT && h.kind != RMA_OP_GET) || h.len > SHM_INLINE)
 		return -EINVAL;
@@ -164,30 +173,34 @@ static int serve(struct shm_tr *st, struct shm_req *q)
 	return 0;
 }
 
-/* Serve s's row; true if it asked for something.  May close s. */
+/* Is the row's next request written?  Its number, n + 1, says so. */
+static bool row_ready(struct shm_row *row, uint32_t cons)
+{
+	return atomic_load_explicit(&row->req[cons % SHM_RING].seq,
+				    memory_order_acquire) == cons + 1;
+}
+
+/* Serve s's row, at most a ring's worth (an initiator that refills as
+ * fast as it is served must not hold the round); true if it asked for
+ * something. */
 static bool serve_row(struct shm_tr *st, struct shm_srv *s)
 {
 	struct shm_rowst *r = &st->rows[s->row];
 	struct shm_row *row = shm_row_at(st->tab, (unsigned)s->row);
-	uint32_t prod = atomic_load_explicit(&row->prod, memory_order_acquire);
+	unsigned n = 0;
 
 	if (atomic_load_explicit(&row->owner_idle, memory_order_relaxed) &&
 	    !rma__thread_asleep(st->e))
 		atomic_store_explicit(&row->owner_idle, 0, memory_order_relaxed);
-	if (prod == r->cons)
-		return false;
-	if (prod - r->cons > SHM_RING) {
-		rma__warn("shm: pid %d wrote a corrupt ring; closing its connection",
-			  (int)s->pid);
-		rma__shm_srv_close(s, false);
-		return true;
-	}
-	while (r->cons != prod) {
+	while (n < SHM_RING && row_ready(row, r->cons)) {
 		struct shm_req *q = &row->req[r->cons % SHM_RING];
 		q->res = serve(st, q);
 		r->cons++;
+		n++;
+		atomic_store(&q->ack, r->cons); /* before the idle word is read */
 	}
-	atomic_store(&row->cons, r->cons); /* before the idle word is read */
+	if (!n)
+		return false;
 	if (atomic_load(&row->peer_idle) &&
 	    atomic_exchange(&row->peer_idle, 0))
 		rma__shm_bell(s->w.fd);
@@ -222,14 +235,15 @@ int rma__shm_ring_arm(struct shm_tr *st)
 			continue;
 		struct shm_row *row = shm_row_at(st->tab, (unsigned)s->row);
 		atomic_store(&row->owner_idle, 1);
-		if (atomic_load(&row->prod) != st->rows[s->row].cons)
+		if (row_ready(row, st->rows[s->row].cons))
 			return -EAGAIN;
 	}
 	for (struct shm_peer *p = st->peers; p && st->nring; p = p->next) {
 		if (p->rhead == p->rtail || !p->row)
 			continue;
 		atomic_store(&p->row->peer_idle, 1);
-		if (atomic_load(&p->row->cons) != p->rtail)
+		if (atomic_load(&p->row->req[p->rtail % SHM_RING].ack) ==
+		    p->rtail + 1)
 			return -EAGAIN;
 	}
 	return 0;
