@@ -1,16 +1,23 @@
 /*
- * integ_shm_release - release is final on shm, although the initiator copies
- * without the owner's help.
+ * integ_shm_release - release is final on shm, whether the owner copies
+ * (through a peer's stage, under its lock) or the initiator does alone
+ * (cross-memory attach, or plain copies into rma_region_alloc memory).
  *
- *   race [alloc]  puts and gets stream into a target region while it is
- *                 released; the target overwrites the memory with a new
+ *   race [alloc|cma]  puts and gets stream into a target region while it
+ *                 is released; the target overwrites the memory with a new
  *                 pattern the moment release returns.  Nothing may change it
- *                 after that, and no get may return a byte of it.
+ *                 after that, and no get may return a byte of it.  Plain:
+ *                 the owner copies through the stage; cma: the owner has
+ *                 no stage (shm:stage=0), the initiator attaches.
  *   killed        an initiator killed inside a copy does not hold release up
  *                 (drain bound 5 s; release must take well under 1 s).
  *   stopped       an initiator stuck inside a copy (alive) holds release
  *                 for the bound, no longer, and is cut off; later grants
  *                 on the target (fresh regions) release at once.
+ *   staged        an initiator stuck writing a put into its stage holds
+ *                 release up not at all: nothing of it is in flight.
+ * killed and stopped run with shm:stage=0, so that the copy is the
+ * initiator's.
  * "Inside a copy" is made certain: the initiator's source page is a
  * userfaultfd hole, so its process_vm_writev blocks on it.
  */
@@ -160,7 +167,7 @@ static void log_cb(void *arg, int level, const char *msg)
 		fprintf(stderr, "rma: %s\n", msg);
 }
 
-static int case_race(bool alloc)
+static int case_race(bool alloc, bool cma)
 {
 	static struct target_opts o = { .transports = "shm", .rw_size = S };
 	struct target t;
@@ -170,6 +177,7 @@ static int case_race(bool alloc)
 	long long took;
 
 	o.alloc = alloc;
+	o.transports = cma ? "shm:stage=0" : "shm";
 	if ((rc = target_start(&t, &o)))
 		return rc;
 	char *bpat = test_alloc(S);
@@ -280,8 +288,9 @@ static int stuck_putter(void *arg, int in, int out)
 	return 0;
 }
 
-/* A child initiator stuck inside a copy; kill it or not; release. */
-static int case_initiator_gone(bool kill_it)
+/* A child initiator stuck inside a copy (cma: its own; else writing its
+ * stage, before the owner is asked); kill it or not; release. */
+static int case_initiator_gone(bool kill_it, bool cma)
 {
 	static struct target_opts o = { .rw_size = 16 * MiB };
 	unsigned bound = kill_it ? 5000 : 300;
@@ -290,7 +299,7 @@ static int case_initiator_gone(bool kill_it)
 	int in, out, rc, bad;
 	long long took;
 
-	snprintf(spec, sizeof spec, "shm:drain_ms=%u", bound);
+	snprintf(spec, sizeof spec, "shm:drain_ms=%u:stage=%d", bound, !cma);
 	o.transports = spec;
 	if ((rc = target_start(&t, &o)))
 		return rc;
@@ -313,6 +322,9 @@ static int case_initiator_gone(bool kill_it)
 	if (kill_it)
 		CHECKF(took < 2500, "release waited %lld ms for a dead initiator",
 		       took);
+	else if (!cma)
+		CHECKF(took < bound / 3, "release waited %lld ms for an initiator "
+		       "that had asked nothing yet", took);
 	else
 		CHECKF(took >= bound - 10 && took < bound + 3000,
 		       "release took %lld ms with a stuck initiator, bound %u",
@@ -366,12 +378,16 @@ int main(int argc, char **argv)
 	for (int i = 0; i < n && i < 16; i++)
 		if (!strcmp(info[i].name, "shm") && !info[i].available)
 			SKIP("shm not available: %s", info[i].detail);
+	const char *v = argc > 2 ? argv[2] : "";
 	if (!strcmp(c, "race"))
-		return case_race(argc > 2 && !strcmp(argv[2], "alloc"));
+		return case_race(!strcmp(v, "alloc"), !strcmp(v, "cma"));
 	if (!strcmp(c, "killed"))
-		return case_initiator_gone(true);
+		return case_initiator_gone(true, true);
 	if (!strcmp(c, "stopped"))
-		return case_initiator_gone(false);
-	fprintf(stderr, "usage: %s race [alloc] | killed | stopped\n", argv[0]);
+		return case_initiator_gone(false, true);
+	if (!strcmp(c, "staged"))
+		return case_initiator_gone(false, false);
+	fprintf(stderr, "usage: %s race [alloc|cma] | killed | stopped | staged\n",
+		argv[0]);
 	return 1;
 }

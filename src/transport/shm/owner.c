@@ -3,6 +3,7 @@
  * connection per initiator engine, and the drain that makes release final.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,12 @@ static void row_free(struct shm_tr *st, unsigned i)
 	struct shm_rowst *r = &st->rows[i];
 	row_unhold(st, r);
 	atomic_store(&shm_row_at(st->tab, i)->cur, 0);
+	if (r->stage) { /* its pages back to the system, zero for the next */
+		munmap(r->stage, SHM_STAGE_ROW);
+		(void)fallocate(st->tfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				(off_t)(SHM_STAGE_OFF + i * SHM_STAGE_ROW),
+				(off_t)SHM_STAGE_ROW);
+	}
 	close(r->pidfd);
 	memset(r, 0, sizeof *r);
 }
@@ -108,6 +115,8 @@ static int row_get(struct shm_tr *st, struct shm_srv *s)
 			return fd;
 		atomic_store(&shm_row_at(st->tab, i)->cur, 0);
 		rma__shm_ring_reset(shm_row_at(st->tab, i));
+		if (!st->stage_on || rma__shm_stage_map(st->tfd, i, &r->stage))
+			r->stage = NULL; /* served without: copies instead */
 		r->used = true;
 		r->s = s;
 		r->pidfd = fd;
@@ -236,6 +245,8 @@ static void srv_cb(struct rma__watch *w, uint32_t ev)
 			else
 				r.status = row_get(st, s);
 			r.b = (uint64_t)s->row;
+			if (!r.status && st->rows[s->row].stage)
+				r.c |= SHM_FEAT_STAGE;
 			if (rma__shm_send(w->fd, &r, r.status ? -1 : st->tfd) || r.status) {
 				rc = -EPROTO;
 				break;
@@ -309,7 +320,7 @@ int rma__shm_owner_init(struct shm_tr *st)
 	st->tfd = memfd_create("rma-shm-grants", MFD_CLOEXEC);
 	if (st->tfd < 0)
 		return -errno;
-	if (ftruncate(st->tfd, SHM_TABLE_SIZE))
+	if (ftruncate(st->tfd, SHM_FILE_SIZE))
 		return -errno;
 	st->tab = mmap(NULL, SHM_TABLE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
 		       st->tfd, 0);

@@ -28,6 +28,8 @@ static void peer_free(struct shm_peer *p)
 		munmap((void *)p->tab, SHM_ROW_OFF);
 	if (p->row)
 		munmap(p->row, SHM_PAGE);
+	if (p->stage)
+		munmap(p->stage, SHM_STAGE_ROW);
 	for (unsigned i = 0; i < SHM_MAPS; i++)
 		if (p->maps[i].addr)
 			munmap(p->maps[i].addr, p->maps[i].len);
@@ -58,6 +60,10 @@ static void peer_close(struct shm_peer *p, int err)
 		rma__shm_ring_fail(p, err);
 		munmap(p->row, SHM_PAGE);
 		p->row = NULL;
+	}
+	if (p->stage) {
+		munmap(p->stage, SHM_STAGE_ROW);
+		p->stage = NULL;
 	}
 	rma__watch_retire(p->st->e, &p->w);
 	close(p->w.fd);
@@ -95,7 +101,7 @@ static void map_drop(struct shm_map *m)
 	memset(m, 0, sizeof *m);
 }
 
-/* WELCOME: map the table (read-only) and our row (writable). */
+/* WELCOME: map the table (read-only), our row and its stage (writable). */
 static int welcome(struct shm_peer *p, const struct shm_msg *m, int fd)
 {
 	struct stat sb;
@@ -120,6 +126,10 @@ static int welcome(struct shm_peer *p, const struct shm_msg *m, int fd)
 	p->row = row;
 	if (*(const uint64_t *)p->tab != SHM_TABLE_MAGIC)
 		return -EPROTO;
+	/* Without a stage, larger ops copy by cross-memory attach. */
+	if ((m->c & SHM_FEAT_STAGE) && (uint64_t)sb.st_size >= SHM_FILE_SIZE &&
+	    rma__shm_stage_map(fd, (unsigned)m->b, &p->stage))
+		p->stage = NULL;
 	p->welcomed = true;
 	p->ring = m->c & SHM_FEAT_RING;
 	p->base.max_msg = p->st->max_msg;

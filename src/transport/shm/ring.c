@@ -1,10 +1,12 @@
 /*
- * ring.c - small ops on any memory, served by the owner.
+ * ring.c - ops on any memory, served by the owner.
  *
  * Cross-memory attach costs a system call per op, more than an 8-byte op
- * is worth.  So an op of at most SHM_INLINE bytes into memory that is not
- * a memfd goes as a request in the initiator's row of the grant table: the
- * initiator writes it (a put's bytes inline), then its number (seq); the
+ * is worth, and on large ones one process's attach moves half of what two
+ * plain copies on two cores do.  So an op into memory that is not a memfd
+ * goes as a request in the initiator's row of the grant table, its bytes
+ * inline (at most SHM_INLINE) or in one of the row's stage buffers: the
+ * initiator writes it (a put's bytes), then its number (seq); the
  * owner's progress reads each request once, checks slot, key, access and
  * window as a copy would (shm_window), copies, writes the answer (and a
  * get's bytes), then the number again (ack).  Each side waits on the
@@ -27,6 +29,7 @@
  * always sees the other.
  */
 #include <string.h>
+#include <sys/mman.h>
 
 #include "transport/shm/shm.h"
 
@@ -37,6 +40,18 @@ void rma__shm_bell(int fd)
 	struct shm_msg m = {.type = SHM_BELL};
 	if (fd >= 0)
 		(void)rma__shm_send(fd, &m, -1);
+}
+
+/* Map row's stage buffers from the grant table's file: 0 or -errno. */
+int rma__shm_stage_map(int fd, unsigned row, char **out)
+{
+	void *a = mmap(NULL, SHM_STAGE_ROW, PROT_READ | PROT_WRITE, MAP_SHARED,
+		       fd, (off_t)(SHM_STAGE_OFF + row * SHM_STAGE_ROW));
+
+	if (a == MAP_FAILED)
+		return -errno;
+	*out = a;
+	return 0;
 }
 
 /* A fresh row: no request, nobody asleep. */
@@ -52,28 +67,42 @@ void rma__shm_ring_reset(struct shm_row *row)
 
 /* ---- the initiator's side ---- */
 
-/* Does x go by the ring?  Small, host memory on our side, a window that
- * is not a memfd (that one is mapped and copied directly), and an owner
- * that said it serves rings. */
+/* Does x go by the ring?  Small, or any chunk if our row has its stage;
+ * host memory on our side, a window that is not a memfd (that one is
+ * mapped and copied directly), and an owner that said it serves rings. */
 bool rma__shm_ring_fits(const struct shm_peer *p, const struct rma__xfer *x)
 {
 	const struct rma__rkey *rk = x->rk;
-	return x->len <= SHM_INLINE && p->ring && p->row && rk->raw &&
-	       rk->raw_len == SHM_BLOB_LEN && !(rk->raw[1] & SHM_BLOB_MEMFD) &&
-	       !rma__region_device(x->local);
+	return (x->len <= SHM_INLINE || (p->stage && x->len <= SHM_MAX_MSG)) &&
+	       p->ring && p->row && rk->raw && rk->raw_len == SHM_BLOB_LEN &&
+	       !(rk->raw[1] & SHM_BLOB_MEMFD) && !rma__region_device(x->local);
 }
 
-/* Write x's request: 0, or -EAGAIN with the ring full (the answers that
- * free it kick the peer). */
+static char *stage_buf(char *stage, uint32_t k)
+{
+	return stage + (size_t)k * SHM_MAX_MSG;
+}
+
+/* Write x's request: 0, or -EAGAIN with the ring or the stage full (the
+ * answers that free them kick the peer). */
 int rma__shm_ring_post(struct shm_peer *p, const struct rma__xfer *x)
 {
 	struct shm_row *row = p->row;
 	const uint8_t *raw = x->rk->raw;
-	uint32_t i = p->rhead % SHM_RING;
+	uint32_t i = p->rhead % SHM_RING, stage = 0;
 	struct shm_req *q = &row->req[i];
+	uint8_t *data = q->data;
 
 	if (p->rhead - p->rtail == SHM_RING)
 		return -EAGAIN;
+	if (x->len > SHM_INLINE) {
+		if (p->stage_used == (1u << SHM_STAGE_SLOTS) - 1)
+			return -EAGAIN;
+		uint32_t k = (uint32_t)__builtin_ctz(~p->stage_used);
+		p->stage_used |= 1u << k;
+		stage = k + 1;
+		data = (uint8_t *)stage_buf(p->stage, k);
+	}
 	q->kind = x->kind;
 	q->len = (uint32_t)x->len;
 	q->slot = (uint32_t)raw[4] | (uint32_t)raw[5] << 8 |
@@ -81,9 +110,11 @@ int rma__shm_ring_post(struct shm_peer *p, const struct rma__xfer *x)
 	q->res = 0;
 	q->key = x->rk->key;
 	q->raddr = x->raddr;
+	q->stage = stage;
 	if (x->kind == RMA_OP_PUT)
-		memcpy(q->data, x->laddr, x->len);
-	p->rops[i] = (struct shm_rop){x->op_id, x->laddr, (uint32_t)x->len, x->kind};
+		memcpy(data, x->laddr, x->len);
+	p->rops[i] = (struct shm_rop){x->op_id, x->laddr, (uint32_t)x->len,
+				      x->kind, stage};
 	if (p->rhead++ == p->rtail)
 		p->st->nring++;
 	/* Our thread went to sleep before this request (its arm saw none):
@@ -120,7 +151,10 @@ static bool ring_take(struct shm_peer *p)
 		/* A get's bytes only into an op still live: a dead one's
 		 * memory may be the caller's again. */
 		if (!res && o.kind == RMA_OP_GET && rma__op_live(e, o.op_id))
-			memcpy(o.laddr, q->data, o.len);
+			memcpy(o.laddr, o.stage ? stage_buf(p->stage, o.stage - 1)
+						: (char *)q->data, o.len);
+		if (o.stage)
+			p->stage_used &= ~(1u << (o.stage - 1));
 		if (++p->rtail == p->rhead)
 			p->st->nring--;
 		rma__xfer_done(e, o.op_id, res ? 0 : o.len, res);
@@ -141,22 +175,33 @@ void rma__shm_ring_fail(struct shm_peer *p, int err)
 			p->st->nring--;
 		rma__xfer_done(p->st->e, o.op_id, 0, err);
 	}
+	p->stage_used = 0;
 }
 
 /* ---- the owner's side ---- */
 
-/* Answer one request: 0 or -errno.  Each field is read once, into h. */
-static int serve(struct shm_tr *st, struct shm_req *q)
+/* Answer one request of row r: 0 or -errno.  Each field is read once,
+ * into h. */
+static int serve(struct shm_tr *st, const struct shm_rowst *r,
+		 struct shm_req *q)
 {
 	struct shm_req h;
 	uint64_t off;
+	uint8_t *data = q->data;
 	int rc;
 
 	memcpy(&h.kind, &q->kind,
 	       offsetof(struct shm_req, data) - offsetof(struct shm_req, kind));
 	atomic_signal_fence(memory_order_seq_cst); /* h, never q, from here */
-	if ((h.kind != RMA_OP_PUT && h.kind != RMA_OP_GET) || h.len > SHM_INLINE)
+	if (h.kind != RMA_OP_PUT && h.kind != RMA_OP_GET)
 		return -EINVAL;
+	if (h.stage) {
+		if (!r->stage || h.stage > SHM_STAGE_SLOTS || h.len > SHM_MAX_MSG)
+			return -EINVAL;
+		data = (uint8_t *)stage_buf(r->stage, h.stage - 1);
+	} else if (h.len > SHM_INLINE) {
+		return -EINVAL;
+	}
 	if (h.slot >= SHM_SLOTS)
 		return -EKEYREJECTED;
 	const struct shm_slot *s = shm_slot_at(st->tab, h.slot);
@@ -167,9 +212,9 @@ static int serve(struct shm_tr *st, struct shm_req *q)
 		return rc;
 	char *mem = (char *)(uintptr_t)(s->addr + off);
 	if (h.kind == RMA_OP_PUT)
-		memcpy(mem, q->data, h.len);
+		memcpy(mem, data, h.len);
 	else
-		memcpy(q->data, mem, h.len);
+		memcpy(data, mem, h.len);
 	return 0;
 }
 
@@ -194,7 +239,7 @@ static bool serve_row(struct shm_tr *st, struct shm_srv *s)
 		atomic_store_explicit(&row->owner_idle, 0, memory_order_relaxed);
 	while (n < SHM_RING && row_ready(row, r->cons)) {
 		struct shm_req *q = &row->req[r->cons % SHM_RING];
-		q->res = serve(st, q);
+		q->res = serve(st, r, q);
 		r->cons++;
 		n++;
 		atomic_store(&q->ack, r->cons); /* before the idle word is read */

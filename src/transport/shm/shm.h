@@ -33,6 +33,14 @@
 #define SHM_SLOT_OFF SHM_PAGE
 #define SHM_ROW_OFF (SHM_SLOT_OFF + SHM_SLOTS * sizeof(struct shm_slot))
 #define SHM_TABLE_SIZE (SHM_ROW_OFF + SHM_ROWS * SHM_PAGE)
+/* Past the table, in the same memfd: each row's stage, SHM_STAGE_SLOTS
+ * buffers of SHM_MAX_MSG bytes that carry a request's bytes when they do
+ * not fit inline.  Its pages exist only once written, and go back when
+ * the row is freed. */
+#define SHM_STAGE_SLOTS 4u
+#define SHM_STAGE_ROW ((size_t)SHM_STAGE_SLOTS * SHM_MAX_MSG)
+#define SHM_STAGE_OFF SHM_TABLE_SIZE
+#define SHM_FILE_SIZE (SHM_STAGE_OFF + SHM_ROWS * SHM_STAGE_ROW)
 #define SHM_TABLE_MAGIC 0x31545344414d52ull /* "RMADST1" */
 #define SHM_MAX_MSG (512u << 10)   /* one copy: ~30 us, so progress stays live */
 #define SHM_CREDITS 32u            /* chunks copied per pump before reporting */
@@ -60,11 +68,11 @@ struct shm_slot {
 };
 
 /* One request in a row's ring, four cache lines: its numbers, header and
- * first 24 bytes of data share the first, so an 8-byte op crosses between
+ * first 16 bytes of data share the first, so an 8-byte op crosses between
  * the cores once each way (a line crossing costs about 0.45 us here).
- * The initiator writes the fields (a put's bytes inline), then seq; the
- * owner, who reads it once and checks it all, writes res (and a get's
- * bytes), then ack. */
+ * The initiator writes the fields (a put's bytes inline or in a stage
+ * buffer), then seq; the owner, who reads it once and checks it all,
+ * writes res (and a get's bytes), then ack. */
 #define SHM_RING 15u               /* requests in flight per row */
 #define SHM_INLINE 192u            /* bytes a request carries: larger ops,
 				    * and memfd windows, copy directly */
@@ -77,8 +85,10 @@ struct shm_req {
 	int32_t res;       /* the owner's answer: 0 or -errno */
 	uint64_t key;
 	uint64_t raddr;    /* the window's address space, as for a copy */
+	uint32_t stage;    /* 0: the bytes are in data; k + 1: in stage buffer k */
+	uint32_t pad0;
 	uint8_t data[SHM_INLINE];
-	uint8_t pad[24];
+	uint8_t pad[16];
 };
 _Static_assert(sizeof(struct shm_req) == 256, "a request is four lines");
 
@@ -154,6 +164,7 @@ enum {
 #define SHM_MSG_LEN 32
 #define SHM_FEAT_RING 1u /* the owner serves its rows' rings (an older one,
 			  * which does not, leaves c 0: copies only) */
+#define SHM_FEAT_STAGE 2u /* the row has its stage, past the table */
 struct shm_msg {
 	uint32_t type;
 	int32_t status;
@@ -198,6 +209,7 @@ struct shm_rowst {
 	int pidfd;       /* the initiator process: dead means its copies ended */
 	pid_t pid;
 	uint32_t cons;   /* ring requests answered */
+	char *stage;     /* the row's stage buffers, or NULL */
 	uint32_t hold;   /* cut off inside a copy through slot hold - 1: that
 			  * slot stays out of the free list while the row
 			  * names it, else each grant reusing it would be
@@ -234,6 +246,8 @@ struct shm_peer {
 	bool released;            /* its watch is buried */
 	const char *tab;          /* header and slots, read-only */
 	struct shm_row *row;      /* our row, writable */
+	char *stage;              /* our row's stage buffers, or NULL */
+	unsigned stage_used;      /* a bit per stage buffer a request holds */
 	unsigned ndone;
 	struct shm_done done[SHM_CREDITS];
 	/* The ring: requests written (rhead) and answers taken (rtail). */
@@ -242,6 +256,7 @@ struct shm_peer {
 		uint64_t op_id;
 		char *laddr;
 		uint32_t len, kind;
+		uint32_t stage;   /* as in the request */
 	} rops[SHM_RING];
 	struct shm_map maps[SHM_MAPS];
 	struct shm_peer *next;
@@ -255,6 +270,7 @@ struct shm_tr {
 	struct shm_ident id;
 	uint64_t max_msg;
 	unsigned drain_ms;
+	bool stage_on;            /* rows get their stage (option stage) */
 	int tfd;                  /* the grant table (memfd) */
 	char *tab;
 	uint32_t nfree, *free_slots;
@@ -294,6 +310,7 @@ void rma__shm_ring_fail(struct shm_peer *p, int err);
 bool rma__shm_ring_round(struct shm_tr *st);
 int rma__shm_ring_arm(struct shm_tr *st);
 void rma__shm_ring_reset(struct shm_row *row);
+int rma__shm_stage_map(int fd, unsigned row, char **out);
 void rma__shm_bell(int fd);
 
 /* host.c */
