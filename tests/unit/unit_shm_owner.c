@@ -334,17 +334,17 @@ static uint32_t slot_of(const struct raw *x, const void *addr, uint64_t *key)
 }
 
 /* One request, served by the owner's progress: its answer.  stage 0:
- * the bytes inline; k + 1: in stage buffer k. */
+ * the bytes inline; else at stage - 1 in the row's stage (written there
+ * only if they fit). */
 static int ask_staged(rma_engine *a, struct raw *x, uint32_t kind,
 		      uint32_t slot, uint64_t key, uint64_t raddr, uint32_t len,
 		      void *data, uint32_t stage)
 {
 	struct shm_req *q = &x->r->req[x->n % SHM_RING];
 	int64_t t0 = test_now_ms();
-	char *buf = stage && stage <= SHM_STAGE_SLOTS
-			    ? x->stage + (size_t)(stage - 1) * SHM_MAX_MSG
-			    : (char *)q->data;
-	size_t room = stage ? SHM_MAX_MSG : SHM_INLINE;
+	bool fits = stage && stage - 1 + (uint64_t)len <= SHM_STAGE_ROW;
+	char *buf = fits ? x->stage + stage - 1 : (char *)q->data;
+	size_t room = fits ? len : SHM_INLINE;
 
 	q->kind = kind;
 	q->len = len;
@@ -422,19 +422,22 @@ static int case_ring(void)
 	CHECK_RC(ask(a, &x, P, rslot, rkey, (uintptr_t)ro, 8, v), -EACCES);
 	CHECK(!memcmp(copy, mem, sizeof copy));
 
-	/* Staged: a put of 5000 bytes through buffer 2 lands, a get through
-	 * buffer 4 reads it back; a buffer past the stage, a length past a
-	 * buffer, a window too short and no access are refused, no byte
+	/* Staged: a put of 5000 bytes from stage offset 4096 lands, a get
+	 * through the stage's last 5000 bytes reads it back; bytes past the
+	 * stage (at its end, across it, far off), a length past a chunk, a
+	 * window too short, no access and a wrong key are refused, no byte
 	 * touched. */
 	char big[5000], back[5000];
+	const uint32_t end = (uint32_t)SHM_STAGE_ROW;
 	test_fill(big, sizeof big, 9);
-	CHECK_RC(ask_staged(a, &x, P, slot, key, base + 3000, 5000, big, 2), 0);
+	CHECK_RC(ask_staged(a, &x, P, slot, key, base + 3000, 5000, big, 4097), 0);
 	CHECK(!memcmp(mem + 3000, big, 5000));
-	CHECK_RC(ask_staged(a, &x, G, slot, key, base + 3000, 5000, back, 4), 0);
+	CHECK_RC(ask_staged(a, &x, G, slot, key, base + 3000, 5000, back,
+			    end - 5000 + 1), 0);
 	CHECK(!memcmp(back, big, 5000));
 	memcpy(copy, mem, sizeof copy);
-	CHECK_RC(ask_staged(a, &x, P, slot, key, base, 8, v, SHM_STAGE_SLOTS + 1),
-		 -EINVAL);
+	CHECK_RC(ask_staged(a, &x, P, slot, key, base, 8, v, end + 1), -EINVAL);
+	CHECK_RC(ask_staged(a, &x, G, slot, key, base, 8, v, end - 7 + 1), -EINVAL);
 	CHECK_RC(ask_staged(a, &x, P, slot, key, base, 8, v, UINT32_MAX), -EINVAL);
 	CHECK_RC(ask_staged(a, &x, G, slot, key, base, SHM_MAX_MSG + 1, v, 1),
 		 -EINVAL);
@@ -529,7 +532,7 @@ static int case_ring(void)
 		       "request %u of a new initiator's row kept a number", i);
 	CHECK_RC(ask(a, &y, G, rslot, rkey, (uintptr_t)ro + 8, 8, v), 0);
 	CHECK(!memcmp(v, ro + 8, 8));
-	printf("ring: served inline and staged, 18 forgeries and 3 released "
+	printf("ring: served inline and staged, 19 forgeries and 3 released "
 	       "refused, rung, out of turn not served, row handed on clean\n");
 	raw_close(&y);
 	CHECK_RC(rma_region_release(rw), 0);

@@ -5,7 +5,7 @@
  * is worth, and on large ones one process's attach moves half of what two
  * plain copies on two cores do.  So an op into memory that is not a memfd
  * goes as a request in the initiator's row of the grant table, its bytes
- * inline (at most SHM_INLINE) or in one of the row's stage buffers: the
+ * inline (at most SHM_INLINE) or in the row's stage: the
  * initiator writes it (a put's bytes), then its number (seq); the
  * owner's progress reads each request once, checks slot, key, access and
  * window as a copy would (shm_window), copies, writes the answer (and a
@@ -42,7 +42,7 @@ void rma__shm_bell(int fd)
 		(void)rma__shm_send(fd, &m, -1);
 }
 
-/* Map row's stage buffers from the grant table's file: 0 or -errno. */
+/* Map row's stage from the grant table's file: 0 or -errno. */
 int rma__shm_stage_map(int fd, unsigned row, char **out)
 {
 	void *a = mmap(NULL, SHM_STAGE_ROW, PROT_READ | PROT_WRITE, MAP_SHARED,
@@ -78,9 +78,22 @@ bool rma__shm_ring_fits(const struct shm_peer *p, const struct rma__xfer *x)
 	       !(rk->raw[1] & SHM_BLOB_MEMFD) && !rma__region_device(x->local);
 }
 
-static char *stage_buf(char *stage, uint32_t k)
+/* Take len bytes of the stage, in turn, whole (the end of the ring is
+ * skipped if they do not fit there), on a cache line: their offset plus
+ * one, or 0 with too few free. */
+static uint32_t stage_take(struct shm_peer *p, uint64_t len)
 {
-	return stage + (size_t)k * SHM_MAX_MSG;
+	uint64_t at = p->shead % SHM_STAGE_ROW, skip = 0;
+
+	len = (len + 63) & ~(uint64_t)63;
+	if (at + len > SHM_STAGE_ROW) {
+		skip = SHM_STAGE_ROW - at;
+		at = 0;
+	}
+	if (p->shead + skip + len - p->stail > SHM_STAGE_ROW)
+		return 0;
+	p->shead += skip + len;
+	return (uint32_t)at + 1;
 }
 
 /* Write x's request: 0, or -EAGAIN with the ring or the stage full (the
@@ -96,12 +109,9 @@ int rma__shm_ring_post(struct shm_peer *p, const struct rma__xfer *x)
 	if (p->rhead - p->rtail == SHM_RING)
 		return -EAGAIN;
 	if (x->len > SHM_INLINE) {
-		if (p->stage_used == (1u << SHM_STAGE_SLOTS) - 1)
+		if (!(stage = stage_take(p, x->len)))
 			return -EAGAIN;
-		uint32_t k = (uint32_t)__builtin_ctz(~p->stage_used);
-		p->stage_used |= 1u << k;
-		stage = k + 1;
-		data = (uint8_t *)stage_buf(p->stage, k);
+		data = (uint8_t *)p->stage + stage - 1;
 	}
 	q->kind = x->kind;
 	q->len = (uint32_t)x->len;
@@ -114,7 +124,7 @@ int rma__shm_ring_post(struct shm_peer *p, const struct rma__xfer *x)
 	if (x->kind == RMA_OP_PUT)
 		memcpy(data, x->laddr, x->len);
 	p->rops[i] = (struct shm_rop){x->op_id, x->laddr, (uint32_t)x->len,
-				      x->kind, stage};
+				      x->kind, stage, p->shead};
 	if (p->rhead++ == p->rtail)
 		p->st->nring++;
 	/* Our thread went to sleep before this request (its arm saw none):
@@ -151,10 +161,10 @@ static bool ring_take(struct shm_peer *p)
 		/* A get's bytes only into an op still live: a dead one's
 		 * memory may be the caller's again. */
 		if (!res && o.kind == RMA_OP_GET && rma__op_live(e, o.op_id))
-			memcpy(o.laddr, o.stage ? stage_buf(p->stage, o.stage - 1)
+			memcpy(o.laddr, o.stage ? p->stage + o.stage - 1
 						: (char *)q->data, o.len);
 		if (o.stage)
-			p->stage_used &= ~(1u << (o.stage - 1));
+			p->stail = o.send;
 		if (++p->rtail == p->rhead)
 			p->st->nring--;
 		rma__xfer_done(e, o.op_id, res ? 0 : o.len, res);
@@ -175,7 +185,7 @@ void rma__shm_ring_fail(struct shm_peer *p, int err)
 			p->st->nring--;
 		rma__xfer_done(p->st->e, o.op_id, 0, err);
 	}
-	p->stage_used = 0;
+	p->stail = p->shead;
 }
 
 /* ---- the owner's side ---- */
@@ -196,9 +206,10 @@ static int serve(struct shm_tr *st, const struct shm_rowst *r,
 	if (h.kind != RMA_OP_PUT && h.kind != RMA_OP_GET)
 		return -EINVAL;
 	if (h.stage) {
-		if (!r->stage || h.stage > SHM_STAGE_SLOTS || h.len > SHM_MAX_MSG)
+		if (!r->stage || h.len > SHM_MAX_MSG ||
+		    h.stage - 1 + (uint64_t)h.len > SHM_STAGE_ROW)
 			return -EINVAL;
-		data = (uint8_t *)stage_buf(r->stage, h.stage - 1);
+		data = (uint8_t *)r->stage + h.stage - 1;
 	} else if (h.len > SHM_INLINE) {
 		return -EINVAL;
 	}

@@ -33,12 +33,11 @@
 #define SHM_SLOT_OFF SHM_PAGE
 #define SHM_ROW_OFF (SHM_SLOT_OFF + SHM_SLOTS * sizeof(struct shm_slot))
 #define SHM_TABLE_SIZE (SHM_ROW_OFF + SHM_ROWS * SHM_PAGE)
-/* Past the table, in the same memfd: each row's stage, SHM_STAGE_SLOTS
- * buffers of SHM_MAX_MSG bytes that carry a request's bytes when they do
- * not fit inline.  Its pages exist only once written, and go back when
- * the row is freed. */
-#define SHM_STAGE_SLOTS 4u
-#define SHM_STAGE_ROW ((size_t)SHM_STAGE_SLOTS * SHM_MAX_MSG)
+/* Past the table, in the same memfd: each row's stage, SHM_STAGE_ROW
+ * bytes that carry requests' bytes when they do not fit inline, taken in
+ * turn as a ring (requests are answered in order).  Its pages exist only
+ * once written, and go back when the row is freed. */
+#define SHM_STAGE_ROW ((size_t)4 * SHM_MAX_MSG)
 #define SHM_STAGE_OFF SHM_TABLE_SIZE
 #define SHM_FILE_SIZE (SHM_STAGE_OFF + SHM_ROWS * SHM_STAGE_ROW)
 #define SHM_TABLE_MAGIC 0x31545344414d52ull /* "RMADST1" */
@@ -85,7 +84,8 @@ struct shm_req {
 	int32_t res;       /* the owner's answer: 0 or -errno */
 	uint64_t key;
 	uint64_t raddr;    /* the window's address space, as for a copy */
-	uint32_t stage;    /* 0: the bytes are in data; k + 1: in stage buffer k */
+	uint32_t stage;    /* 0: the bytes are in data; else at stage - 1 in
+			    * the row's stage */
 	uint32_t pad0;
 	uint8_t data[SHM_INLINE];
 	uint8_t pad[16];
@@ -209,7 +209,7 @@ struct shm_rowst {
 	int pidfd;       /* the initiator process: dead means its copies ended */
 	pid_t pid;
 	uint32_t cons;   /* ring requests answered */
-	char *stage;     /* the row's stage buffers, or NULL */
+	char *stage;     /* the row's stage, or NULL */
 	uint32_t hold;   /* cut off inside a copy through slot hold - 1: that
 			  * slot stays out of the free list while the row
 			  * names it, else each grant reusing it would be
@@ -246,8 +246,8 @@ struct shm_peer {
 	bool released;            /* its watch is buried */
 	const char *tab;          /* header and slots, read-only */
 	struct shm_row *row;      /* our row, writable */
-	char *stage;              /* our row's stage buffers, or NULL */
-	unsigned stage_used;      /* a bit per stage buffer a request holds */
+	char *stage;              /* our row's stage, or NULL */
+	uint64_t shead, stail;    /* stage bytes taken and given back */
 	unsigned ndone;
 	struct shm_done done[SHM_CREDITS];
 	/* The ring: requests written (rhead) and answers taken (rtail). */
@@ -257,6 +257,7 @@ struct shm_peer {
 		char *laddr;
 		uint32_t len, kind;
 		uint32_t stage;   /* as in the request */
+		uint64_t send;    /* shead once its bytes were taken */
 	} rops[SHM_RING];
 	struct shm_map maps[SHM_MAPS];
 	struct shm_peer *next;
