@@ -308,6 +308,8 @@ static void raw_open(rma_engine *a, struct raw *x)
 		    (off_t)(SHM_ROW_OFF + (size_t)x->row * SHM_PAGE));
 	CHECK(x->tab != MAP_FAILED && x->r != MAP_FAILED);
 	CHECK_RC(rma__shm_stage_map(tfd, (unsigned)x->row, &x->stage), 0);
+	CHECKF(ftruncate(tfd, SHM_TABLE_SIZE) < 0 && errno == EPERM,
+	       "a peer could shrink the grant table's file under the owner");
 	close(tfd);
 }
 

@@ -317,10 +317,13 @@ int rma__shm_owner_init(struct shm_tr *st)
 	socklen_t len;
 	int rc;
 
-	st->tfd = memfd_create("rma-shm-grants", MFD_CLOEXEC);
+	st->tfd = memfd_create("rma-shm-grants", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (st->tfd < 0)
 		return -errno;
-	if (ftruncate(st->tfd, SHM_FILE_SIZE))
+	/* Every peer holds the fd: sealed at its size, none can shrink it
+	 * under our mappings (a touch past the end would be SIGBUS here). */
+	if (ftruncate(st->tfd, SHM_FILE_SIZE) ||
+	    fcntl(st->tfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))
 		return -errno;
 	st->tab = mmap(NULL, SHM_TABLE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED,
 		       st->tfd, 0);
