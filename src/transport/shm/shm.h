@@ -162,8 +162,11 @@ enum {
 	SHM_BELL,        /* either way: the ring has work for a side asleep */
 };
 #define SHM_MSG_LEN 32
-#define SHM_FEAT_RING 1u /* the owner serves its rows' rings (an older one,
-			  * which does not, leaves c 0: copies only) */
+/* The owner serves its rows' rings, each request numbered in its first
+ * line.  Bit 0 said so of the first ring, whose counts sat apart from the
+ * requests; an initiator built for that one, or an owner that serves no
+ * ring (c 0), sees no bit it knows and copies instead. */
+#define SHM_FEAT_RING 4u
 #define SHM_FEAT_STAGE 2u /* the row has its stage, past the table */
 struct shm_msg {
 	uint32_t type;
