@@ -69,17 +69,17 @@ struct shm_slot {
 /* One request in a row's ring, four cache lines: its numbers, header and
  * first 16 bytes of data share the first, so an 8-byte op crosses between
  * the cores once each way (a line crossing costs about 0.45 us here).
- * The initiator writes the fields (a put's bytes inline or in a stage
- * buffer), then seq; the owner, who reads it once and checks it all,
+ * The initiator writes the fields (a put's bytes inline or in the row's
+ * stage), then seq; the owner, who reads it once and checks it all,
  * writes res (and a get's bytes), then ack. */
 #define SHM_RING 15u               /* requests in flight per row */
-#define SHM_INLINE 192u            /* bytes a request carries: larger ops,
-				    * and memfd windows, copy directly */
+#define SHM_INLINE 192u            /* bytes a request carries: larger ones
+				    * go through the row's stage */
 struct shm_req {
 	_Atomic uint32_t seq; /* initiator: n + 1 for the row's request n */
 	_Atomic uint32_t ack; /* owner: n + 1 once request n is answered */
 	uint32_t kind;     /* RMA_OP_PUT or RMA_OP_GET */
-	uint32_t len;      /* <= SHM_INLINE */
+	uint32_t len;      /* <= SHM_INLINE, or SHM_MAX_MSG staged */
 	uint32_t slot;
 	int32_t res;       /* the owner's answer: 0 or -errno */
 	uint64_t key;
