@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/resource.h>
 
 #include "core/keytab.h"
 #include "rma.h"
@@ -311,6 +312,16 @@ void rma__progress_stop(struct rma_engine *e);
 enum { RMA__TRY_NONE, RMA__TRY_ANY, RMA__TRY_QUEUE };
 int rma__progress_once(struct rma_engine *e, int timeout_ms, int try);
 void rma__spin_idle(void);
+/* Whether a spinning thread shares its core (rma__spin_idle yields only
+ * then): a look at its usage every RMA__CROWD_LOOK_NS, ru NULL where it
+ * could not be read. */
+#define RMA__CROWD_LOOK_NS 200000
+struct rma__crowd {
+	int64_t looked, ran, crowded; /* last look; CPU time then; last crowded look */
+	long switched;                /* ru_nivcsw then */
+};
+void rma__crowd_look(struct rma__crowd *c, int64_t now, const struct rusage *ru);
+bool rma__crowd_shared(const struct rma__crowd *c, int64_t now);
 /* Before a sleep in epoll: every transport's arm; 0 or -EAGAIN. */
 int rma__arm_all(struct rma_engine *e);
 void rma__wake(struct rma_engine *e);

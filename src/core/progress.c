@@ -26,7 +26,9 @@
 #define EPOLL_GAP_NS 2000    /* and at most once in this long */
 #define ONE_RUNS 4           /* epoll rounds in a row that say so */
 #define SPIN_YIELD 4         /* an idle spinning round yields this often, */
-#define YIELD_GAP_NS 5000    /* and at most once in this long */
+#define YIELD_GAP_NS 5000    /* and at most once in this long, */
+#define CROWD_HOLD_NS 20000000 /* while a look found the thread kept off
+				* its core this recently (RMA__CROWD_LOOK_NS) */
 #define SPIN_STRETCH 10      /* spins stretch to at most this many spin_us */
 
 /*
@@ -269,22 +271,64 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms, int try)
  * ring) take a fraction of a yield, and every fourth one kept a spinner in
  * sched_yield most of the time.  A thread allowed on one CPU only shares
  * it with whatever it waits for: it yields every time.
+ *
+ * And only while the core is shared.  A yield that finds nobody else
+ * runnable comes straight back, a system call for nothing, and a reply
+ * that lands meanwhile waits for it (without them an 8-byte tcp get took
+ * 1.13x the ping-pong's round trip where it took 1.17x; design.md 5).
+ * So every RMA__CROWD_LOOK_NS a spinner reads its usage (getrusage): it
+ * shares its core if, since the last look, it was switched out while it
+ * could still run (ru_nivcsw: preempted, or a yield that let another
+ * thread run) and ran for less than three quarters of the time.  A thread that woke for
+ * a moment (a parked progress thread looking, a kernel worker) takes a
+ * few microseconds and does not count; a busy process, or the very peer
+ * we wait for placed on our core, takes the core for a time slice and
+ * does.  Then it yields as before, for CROWD_HOLD_NS from the last such
+ * look: a competitor preempts a spinner once a slice, and a yield that
+ * hands the core over counts as a switch too.
  */
+void rma__crowd_look(struct rma__crowd *c, int64_t now, const struct rusage *ru)
+{
+	if (!ru) { /* unknown: yield, as ever */
+		c->crowded = now;
+	} else {
+		int64_t ran = ((int64_t)ru->ru_utime.tv_sec + ru->ru_stime.tv_sec) * 1000000000 +
+			      ((int64_t)ru->ru_utime.tv_usec + ru->ru_stime.tv_usec) * 1000;
+		if (c->looked && ru->ru_nivcsw != c->switched &&
+		    4 * (ran - c->ran) < 3 * (now - c->looked))
+			c->crowded = now;
+		c->switched = ru->ru_nivcsw;
+		c->ran = ran;
+	}
+	c->looked = now;
+}
+
+bool rma__crowd_shared(const struct rma__crowd *c, int64_t now)
+{
+	return now - c->crowded <= CROWD_HOLD_NS;
+}
+
 void rma__spin_idle(void)
 {
 	static __thread unsigned idle, every;
 	static __thread int64_t yielded;
+	static __thread struct rma__crowd crowd;
 
 	if (!every) {
 		cpu_set_t set;
 		every = sched_getaffinity(0, sizeof set, &set) == 0 &&
 				CPU_COUNT(&set) == 1 ? 1 : SPIN_YIELD;
+		crowd.crowded = rma__now_ns(); /* until a look says otherwise */
 	}
 	if (++idle % every)
 		return;
 	if (every > 1) {
 		int64_t now = rma__now_ns();
-		if (now - yielded < YIELD_GAP_NS)
+		if (now - crowd.looked >= RMA__CROWD_LOOK_NS) {
+			struct rusage ru;
+			rma__crowd_look(&crowd, now, getrusage(RUSAGE_THREAD, &ru) ? NULL : &ru);
+		}
+		if (!rma__crowd_shared(&crowd, now) || now - yielded < YIELD_GAP_NS)
 			return;
 		yielded = now;
 	}
