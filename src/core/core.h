@@ -20,7 +20,6 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/resource.h>
 
 #include "core/keytab.h"
 #include "rma.h"
@@ -316,6 +315,7 @@ void rma__spin_idle(void);
  * then): a look at its usage every RMA__CROWD_LOOK_NS, ru NULL where it
  * could not be read. */
 #define RMA__CROWD_LOOK_NS 200000
+struct rusage;
 struct rma__crowd {
 	int64_t looked, ran, crowded; /* last look; CPU time then; last crowded look */
 	long switched;                /* ru_nivcsw then */

@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -279,11 +280,11 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms, int try)
  * So every RMA__CROWD_LOOK_NS a spinner reads its usage (getrusage): it
  * shares its core if, since the last look, it was switched out while it
  * could still run (ru_nivcsw: preempted, or a yield that let another
- * thread run) and ran for less than three quarters of the time.  A thread that woke for
- * a moment (a parked progress thread looking, a kernel worker) takes a
- * few microseconds and does not count; a busy process, or the very peer
- * we wait for placed on our core, takes the core for a time slice and
- * does.  Then it yields as before, for CROWD_HOLD_NS from the last such
+ * thread run) and ran for less than three quarters of the time.  A
+ * thread that woke for a moment (a parked progress thread looking, a
+ * kernel worker) takes a few microseconds and does not count; a busy
+ * process, or the very peer we wait for placed on our core, takes the
+ * core for a time slice and does.  Then it yields as before, for CROWD_HOLD_NS from the last such
  * look: a competitor preempts a spinner once a slice, and a yield that
  * hands the core over counts as a switch too.
  */

@@ -7,6 +7,8 @@
  * moment takes a few microseconds (not shared), a competitor a time slice
  * (shared); a thread that slept was not switched out involuntarily.
  */
+#include <sys/resource.h>
+
 #include "check.h"
 #include "core/core.h"
 
