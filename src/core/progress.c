@@ -166,9 +166,12 @@ void rma__wake(struct rma_engine *e)
  * epoll_wait and the read are two, and an empty one costs what an empty
  * epoll_wait does.  Every SPIN_EPOLL-th spinning round, and every round
  * without a hot watch, asks epoll, so other fds wait a few microseconds at
- * most; every SPIN_EPOLL_ONE-th while epoll keeps finding work only on the
- * hot watch (one peer), since each empty epoll_wait delays that peer's
- * next request.  The rounds of rma_poll and rma_progress try only a queue
+ * most; every round while work comes on several connections (the last
+ * epoll that found work found it on another: with 64 peers, trying the
+ * hot one found nothing three times per request); and every
+ * SPIN_EPOLL_ONE-th while epoll keeps finding work only on the hot watch
+ * (one peer), since each empty epoll_wait delays that peer's next
+ * request.  The rounds of rma_poll and rma_progress try only a queue
  * (RMA__TRY_QUEUE: ofi's completion queue, which every round reads
  * anyway, so epoll is the round's only extra system call); a socket waits
  * for epoll there: those rounds run between a caller's posts, and reading
@@ -183,8 +186,11 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms, int try)
 	unsigned every = __atomic_load_n(&e->hot_runs, __ATOMIC_RELAXED) >= ONE_RUNS
 				 ? SPIN_EPOLL_ONE : SPIN_EPOLL;
 	int64_t now = 0; /* read once in a spinning round */
+	bool queue = __atomic_load_n(&e->hot_queue, __ATOMIC_RELAXED);
+	/* A socket only while it is the one with the work (hot_runs). */
+	bool one = queue || __atomic_load_n(&e->hot_runs, __ATOMIC_RELAXED);
 	bool direct = try && !timeout_ms && __atomic_load_n(&e->hot, __ATOMIC_RELAXED) &&
-		      (try == RMA__TRY_ANY || __atomic_load_n(&e->hot_queue, __ATOMIC_RELAXED));
+		      one && (try == RMA__TRY_ANY || queue);
 	if (direct && !(__atomic_add_fetch(&e->spins, 1, __ATOMIC_RELAXED) % every)) {
 		/* Epoll's turn by count; but a round of a polled queue is a
 		 * tenth of a round of a socket: not twice in EPOLL_GAP_NS. */

@@ -2,7 +2,9 @@
  * Direct tries (design.md section 5): a spinning round calls the hot
  * watch's callback without asking epoll, three rounds in four, and more
  * while rounds come faster than one epoll_wait in EPOLL_GAP_NS (2 us);
- * rounds further apart ask epoll every fourth time.  The
+ * rounds further apart ask epoll every fourth time.  A socket is tried
+ * only while epoll last found work on it alone: after work on another
+ * connection every round asks epoll.  The
  * progress thread and rma_submit's waiters try any hot watch; the rounds
  * of rma_progress and rma_poll try only a queue (a watch without an fd,
  * which their transport polls), never a socket: a reply read there as soon
@@ -85,6 +87,36 @@ static void check_cadence(unsigned fast, unsigned slow, const char *who)
 	       "rounds 5 us apart", who, slow);
 }
 
+/* n spinning rounds that may try anything (the progress thread's, a
+ * waiter's); returns p's direct tries. */
+static unsigned thread_rounds(rma_engine *e, struct probe *p, int n)
+{
+	unsigned before = p->tried;
+	for (int i = 0; i < n; i++)
+		CHECK(rma__progress_once(e, 0, RMA__TRY_ANY) >= 0);
+	return p->tried - before;
+}
+
+/* Rounds that may try anything, a few us apart (epoll's turn comes at
+ * most once in 2 us), until epoll has reported p once more. */
+static void until_event(rma_engine *e, struct probe *p)
+{
+	unsigned events = p->events;
+	for (int i = 0; i < 50 && p->events == events; i++) {
+		usleep(3);
+		CHECK(rma__progress_once(e, 0, RMA__TRY_ANY) >= 0);
+	}
+	CHECK_EQ(p->events, events + 1);
+}
+
+/* Work on socket p once more, on its own, and the rounds that find it. */
+static void again(rma_engine *e, struct probe *p)
+{
+	uint64_t one = 1;
+	CHECK(write(p->w.fd, &one, sizeof one) == sizeof one);
+	until_event(e, p);
+}
+
 static unsigned poll_rounds(rma_engine *e, struct probe *p, int n)
 {
 	struct rma_completion c;
@@ -138,7 +170,13 @@ int main(void)
 	n = progress_rounds(e, &s, 40);
 	CHECKF(n == 0, "rma_progress read a socket directly %u times in 40 rounds", n);
 	/* The same hot socket, in rounds that may try anything (the thread's,
-	 * a waiter's): it is tried. */
+	 * a waiter's): not yet, since the epoll that made it hot found work
+	 * on another watch (the queue) before it; once epoll finds work on
+	 * it alone, it is tried. */
+	n = thread_rounds(e, &s, 40);
+	CHECKF(n == 0, "a thread's round tried a socket %u times in 40 rounds "
+	       "after work on two watches", n);
+	again(e, &s);
 	unsigned tries[2];
 	for (int k = 0; k < 2; k++) {
 		unsigned before = s.tried;
@@ -150,6 +188,24 @@ int main(void)
 		tries[k] = s.tried - before;
 	}
 	check_cadence(tries[0], tries[1], "a thread's rounds");
+
+	/* Work on a second connection (several peers): the hot socket is no
+	 * better a guess than any, and every round asks epoll, until epoll
+	 * finds work on one connection alone again. */
+	struct probe s2;
+	add_socket(e, &s2);
+	until_event(e, &s2);
+	n = thread_rounds(e, &s2, 40) + thread_rounds(e, &s, 40);
+	CHECKF(n == 0, "a thread's round tried a socket %u times in 80 rounds "
+	       "after work on two connections", n);
+	again(e, &s2);
+	n = thread_rounds(e, &s2, 40);
+	CHECKF(n >= 20, "a thread's round tried the one busy socket %u times "
+	       "in 40 rounds", n);
+	pthread_mutex_lock(&e->mu);
+	rma__watch_retire(e, &s2.w);
+	pthread_mutex_unlock(&e->mu);
+	close(s2.w.fd);
 	teardown(e, &s, &q);
 
 	/* 2. rma_poll on an engine with a progress thread: its rounds on the
