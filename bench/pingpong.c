@@ -5,7 +5,14 @@
  * kernel, like rma's spinning progress), and report the RTT percentiles.
  *
  *   cc -O2 -o pingpong bench/pingpong.c
- *   ./pingpong [-s BYTES] [-n ITERS]      (defaults: 8 bytes, 100000 iters)
+ *   ./pingpong [-s BYTES] [-n ITERS] [-c CONNS]
+ *                          (defaults: 8 bytes, 100000 iters, 1 connection)
+ *
+ * With -c N the client sends each message on the next of N connections in
+ * turn, and the server finds the one with a message by busy-polling epoll
+ * (timeout 0), as any event loop serving many peers must: what a round
+ * trip costs the system when each comes from another peer, the reference
+ * for `rma bench --peers N`'s one-at-a-time latency.
  *
  * Output lines: "size: N", "iters: N", "rtt_us_p50: X", "rtt_us_p99: X".
  */
@@ -18,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -25,6 +33,7 @@
 
 #define WARMUP 1000
 #define MAX_SIZE 4096
+#define MAX_CONNS 1024
 
 static uint64_t now_ns(void)
 {
@@ -66,17 +75,37 @@ static void tune(int fd)
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 }
 
-static void serve(int lfd, size_t size)
+static void serve(int lfd, size_t size, int conns)
 {
 	char buf[MAX_SIZE];
-	int fd = accept(lfd, NULL, NULL);
+	struct epoll_event ev[64];
+	int ep = epoll_create1(0);
 
-	if (fd < 0)
-		die("accept");
-	tune(fd);
+	if (ep < 0)
+		die("epoll_create1");
+	for (int i = 0; i < conns; i++) {
+		struct epoll_event one = { .events = EPOLLIN };
+		int fd = accept(lfd, NULL, NULL);
+
+		if (fd < 0)
+			die("accept");
+		tune(fd);
+		one.data.fd = fd;
+		if (conns > 1 && epoll_ctl(ep, EPOLL_CTL_ADD, fd, &one) < 0)
+			die("epoll_ctl");
+		if (conns == 1) /* one peer: just the socket, no epoll */
+			for (;;) {
+				spin_io(fd, buf, size, 0);
+				spin_io(fd, buf, size, 1);
+			}
+	}
 	for (;;) {
-		spin_io(fd, buf, size, 0);
-		spin_io(fd, buf, size, 1);
+		int n = epoll_wait(ep, ev, 64, 0);
+
+		for (int i = 0; i < n; i++) {
+			spin_io(ev[i].data.fd, buf, size, 0);
+			spin_io(ev[i].data.fd, buf, size, 1);
+		}
 	}
 }
 
@@ -94,18 +123,24 @@ static double pct_us(const uint64_t *s, size_t n, unsigned pct)
 	return (double)s[rank ? rank - 1 : 0] / 1e3;
 }
 
-static void client(struct sockaddr_in *addr, size_t size, size_t iters)
+static void client(struct sockaddr_in *addr, size_t size, size_t iters, int conns)
 {
 	char buf[MAX_SIZE];
 	uint64_t *rtt = calloc(iters, sizeof(*rtt));
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	int fds[MAX_CONNS];
 	size_t i;
 
-	if (!rtt || fd < 0 || connect(fd, (struct sockaddr *)addr, sizeof(*addr)) < 0)
-		die("connect");
-	tune(fd);
+	if (!rtt)
+		die("calloc");
+	for (int c = 0; c < conns; c++) {
+		fds[c] = socket(AF_INET, SOCK_STREAM, 0);
+		if (fds[c] < 0 || connect(fds[c], (struct sockaddr *)addr, sizeof(*addr)) < 0)
+			die("connect");
+		tune(fds[c]);
+	}
 	memset(buf, 0x5a, size);
 	for (i = 0; i < WARMUP + iters; i++) {
+		int fd = fds[i % (size_t)conns];
 		uint64_t t0 = now_ns();
 
 		spin_io(fd, buf, size, 1);
@@ -113,10 +148,11 @@ static void client(struct sockaddr_in *addr, size_t size, size_t iters)
 		if (i >= WARMUP)
 			rtt[i - WARMUP] = now_ns() - t0;
 	}
-	close(fd);
+	for (int c = 0; c < conns; c++)
+		close(fds[c]);
 	qsort(rtt, iters, sizeof(*rtt), cmp_u64);
-	printf("size: %zu\niters: %zu\nrtt_us_p50: %.2f\nrtt_us_p99: %.2f\n",
-	       size, iters, pct_us(rtt, iters, 50), pct_us(rtt, iters, 99));
+	printf("size: %zu\niters: %zu\nconns: %d\nrtt_us_p50: %.2f\nrtt_us_p99: %.2f\n",
+	       size, iters, conns, pct_us(rtt, iters, 50), pct_us(rtt, iters, 99));
 	free(rtt);
 }
 
@@ -126,33 +162,36 @@ int main(int argc, char **argv)
 				    .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t alen = sizeof(addr);
 	size_t size = 8, iters = 100000;
-	int c, lfd, status;
+	int c, lfd, status, conns = 1;
 	pid_t pid;
 
-	while ((c = getopt(argc, argv, "s:n:")) != -1) {
+	while ((c = getopt(argc, argv, "s:n:c:")) != -1) {
 		if (c == 's')
 			size = strtoul(optarg, NULL, 0);
 		else if (c == 'n')
 			iters = strtoul(optarg, NULL, 0);
+		else if (c == 'c')
+			conns = atoi(optarg);
 		else
 			return 2;
 	}
-	if (size == 0 || size > MAX_SIZE || iters == 0) {
-		fprintf(stderr, "pingpong: size 1..%d, iters > 0\n", MAX_SIZE);
+	if (size == 0 || size > MAX_SIZE || iters == 0 || conns < 1 || conns > MAX_CONNS) {
+		fprintf(stderr, "pingpong: size 1..%d, iters > 0, conns 1..%d\n",
+			MAX_SIZE, MAX_CONNS);
 		return 2;
 	}
 	/* Listen before forking so the client knows the port. */
 	lfd = socket(AF_INET, SOCK_STREAM, 0);
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) < 0 ||
-	    listen(lfd, 1) < 0 || getsockname(lfd, (struct sockaddr *)&addr, &alen) < 0)
+	    listen(lfd, conns) < 0 || getsockname(lfd, (struct sockaddr *)&addr, &alen) < 0)
 		die("listen");
 	pid = fork();
 	if (pid < 0)
 		die("fork");
 	if (pid == 0)
-		serve(lfd, size);
+		serve(lfd, size, conns);
 	close(lfd);
-	client(&addr, size, iters);
+	client(&addr, size, iters, conns);
 	waitpid(pid, &status, 0);
 	return 0;
 }
