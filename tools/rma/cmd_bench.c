@@ -162,7 +162,8 @@ static void usage(FILE *f)
 		"                           --target, the SEED it was started with; get\n"
 		"                           --verify needs it)\n"
 		"      --peers N            initiator engines, each connected to the target\n"
-		"                           (default 1, up to %d)\n"
+		"                           (default 1, up to %d); one thread polls them all,\n"
+		"                           each with a lease of 1 ms per engine (max 100 ms)\n"
 		"      --regions N          regions registered at the target, ops spread over\n"
 		"                           them (default 1, up to %d; not with --target)\n"
 		"  -T, --timeout DURATION   deadline of each op (default: the engine's, 30s;\n"
@@ -879,6 +880,10 @@ static int window_phase(struct bench *b, uint64_t size, uint64_t ms,
 		done += (uint64_t)n;
 		inflight -= (unsigned)n;
 	}
+	/* Polling is over: each engine's thread drives again from now on
+	 * (its lease would keep it aside while the next phase waits). */
+	for (unsigned p = 0; p < b->np; p++)
+		rma_arm(b->e[p]);
 	if (res) {
 		res->iters = done;
 		res->posts = posts;
@@ -1178,6 +1183,12 @@ static int add_peer(struct bench *b, unsigned p)
 	cfg.transports = a->transports;
 	cfg.flags = a->manual ? RMA_ENGINE_MANUAL_PROGRESS : 0;
 	cfg.secret = a->common.secret[0] ? a->common.secret : NULL;
+	/* One thread polls every engine in turn: each engine's thread stands
+	 * aside for a whole turn, not 1 ms (a turn past the lease, when this
+	 * thread lost its core a while, woke 64 threads to drive what it was
+	 * driving, and the cores went to them).  rma_arm ends the lease
+	 * before the bench sleeps, so nothing waits for it. */
+	cfg.poll_lease_us = (int)(1000 * (a->peers < 100 ? a->peers : 100));
 	rc = rma_engine_create(&cfg, &b->e[p]);
 	if (rc < 0) {
 		b->e[p] = NULL;
