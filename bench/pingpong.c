@@ -79,32 +79,30 @@ static void serve(int lfd, size_t size, int conns)
 {
 	char buf[MAX_SIZE];
 	struct epoll_event ev[64];
-	int ep = epoll_create1(0);
+	int fd = -1, ep = conns > 1 ? epoll_create1(0) : -1;
 
-	if (ep < 0)
+	if (conns > 1 && ep < 0)
 		die("epoll_create1");
 	for (int i = 0; i < conns; i++) {
 		struct epoll_event one = { .events = EPOLLIN };
-		int fd = accept(lfd, NULL, NULL);
 
+		fd = accept(lfd, NULL, NULL);
 		if (fd < 0)
 			die("accept");
 		tune(fd);
 		one.data.fd = fd;
-		if (conns > 1 && epoll_ctl(ep, EPOLL_CTL_ADD, fd, &one) < 0)
+		if (ep >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, fd, &one) < 0)
 			die("epoll_ctl");
-		if (conns == 1) /* one peer: just the socket, no epoll */
-			for (;;) {
-				spin_io(fd, buf, size, 0);
-				spin_io(fd, buf, size, 1);
-			}
 	}
 	for (;;) {
-		int n = epoll_wait(ep, ev, 64, 0);
+		/* One peer: just its socket, no epoll. */
+		int n = ep < 0 ? 1 : epoll_wait(ep, ev, 64, 0);
 
 		for (int i = 0; i < n; i++) {
-			spin_io(ev[i].data.fd, buf, size, 0);
-			spin_io(ev[i].data.fd, buf, size, 1);
+			int s = ep < 0 ? fd : ev[i].data.fd;
+
+			spin_io(s, buf, size, 0);
+			spin_io(s, buf, size, 1);
 		}
 	}
 }

@@ -183,14 +183,13 @@ int rma__progress_once(struct rma_engine *e, int timeout_ms, int try)
 	struct epoll_event ev[64];
 	int n = 0, active = 0, err = 0;
 
-	unsigned every = __atomic_load_n(&e->hot_runs, __ATOMIC_RELAXED) >= ONE_RUNS
-				 ? SPIN_EPOLL_ONE : SPIN_EPOLL;
+	unsigned runs = __atomic_load_n(&e->hot_runs, __ATOMIC_RELAXED);
+	unsigned every = runs >= ONE_RUNS ? SPIN_EPOLL_ONE : SPIN_EPOLL;
 	int64_t now = 0; /* read once in a spinning round */
 	bool queue = __atomic_load_n(&e->hot_queue, __ATOMIC_RELAXED);
-	/* A socket only while it is the one with the work (hot_runs). */
-	bool one = queue || __atomic_load_n(&e->hot_runs, __ATOMIC_RELAXED);
+	/* A socket only while it is the one with the work (runs > 0). */
 	bool direct = try && !timeout_ms && __atomic_load_n(&e->hot, __ATOMIC_RELAXED) &&
-		      one && (try == RMA__TRY_ANY || queue);
+		      (queue || runs) && (try == RMA__TRY_ANY || queue);
 	if (direct && !(__atomic_add_fetch(&e->spins, 1, __ATOMIC_RELAXED) % every)) {
 		/* Epoll's turn by count; but a round of a polled queue is a
 		 * tenth of a round of a socket: not twice in EPOLL_GAP_NS. */
