@@ -1,9 +1,9 @@
 /*
  * The target's buffer and timer limits, looked at from inside the engine:
  *   - a connection still in the handshake keeps the kernel's default
- *     buffers; authenticated ones get large buffers up to a total bound
- *     (only where the process may force them: root), and closing them gives
- *     the bound back;
+ *     buffers; authenticated ones get large buffers (option sockbuf, 1 MiB
+ *     by default, 0 for none) up to a total bound (only where the process
+ *     may force them: root), and closing them gives the bound back;
  *   - a connection that never sends its hello is closed by the handshake
  *     timer (3 s, checked every 100 ms).
  */
@@ -31,6 +31,36 @@ static int rcvbuf(int fd)
 	return v;
 }
 
+/* One authenticated connection into an engine made with `spec`: the
+ * buffer each way it was given (0: none forced), as the engine counts it. */
+static uint64_t one_authed(const char *spec)
+{
+	static char mem[64];
+	struct rma__setup s;
+	rma_region *r;
+
+	rma_engine *t = test_tcp_engine((struct rma_config){.secret = SECRET,
+							    .transports = spec});
+	struct tcp_tr *tt = container_of(t->tr[0], struct tcp_tr, base);
+	CHECK_RC(rma_region_register(t, mem, sizeof mem, RMA_ACCESS_REMOTE_RW, &r), 0);
+	rma_remote *rem = test_remote_of(r);
+	tcp_raw_authed(rem, SECRET, &s);
+	test_sleep_ms(50);
+	pthread_mutex_lock(&t->mu);
+	struct conn *c = tt->served;
+	CHECK(c && c->hs != HS_SETUP && !c->next);
+	uint64_t each = tt->bigbuf_total / 2;
+	CHECK_EQ(c->bigbuf, each != 0);
+	if (c->bigbuf)
+		CHECK(rcvbuf(c->w.fd) >= tt->sockbuf);
+	pthread_mutex_unlock(&t->mu);
+	close(s.fd);
+	rma_remote_free(rem);
+	rma_region_release(r);
+	rma_engine_destroy(t);
+	return each;
+}
+
 int main(void)
 {
 	static char mem[4096];
@@ -38,7 +68,21 @@ int main(void)
 	rma_region *r;
 
 	test_watchdog(60);
-	rma_engine *t = test_tcp_engine((struct rma_config){.secret = SECRET});
+	if (geteuid() == 0) { /* may force buffers */
+		CHECK_EQ_U64(one_authed("tcp"), SOCKBUF);
+		CHECK_EQ_U64(one_authed("tcp:sockbuf=65536"), 65536);
+	}
+	CHECK_EQ_U64(one_authed("tcp:sockbuf=0"), 0);
+	rma_engine *bad;
+	static const char *const bad_specs[] = {"tcp:sockbuf=65535",
+		"tcp:sockbuf=67108865", "tcp:sockbuf=1M"};
+	for (size_t i = 0; i < sizeof bad_specs / sizeof *bad_specs; i++)
+		CHECK_RC(rma_engine_create(&(struct rma_config){.size = sizeof(struct rma_config),
+			 .transports = bad_specs[i]}, &bad), -EINVAL);
+
+	/* 8 MiB each: NAUTH connections reach the bound. */
+	rma_engine *t = test_tcp_engine((struct rma_config){.secret = SECRET,
+		.transports = "tcp:sockbuf=8388608"});
 	struct tcp_tr *tt = container_of(t->tr[0], struct tcp_tr, base);
 	CHECK_RC(rma_region_register(t, mem, sizeof mem, RMA_ACCESS_REMOTE_RW, &r), 0);
 	rma_remote *rem = test_remote_of(r);
@@ -57,7 +101,7 @@ int main(void)
 	for (struct conn *c = tt->served; c; c = c->next) {
 		if (c->hs == HS_SETUP) {
 			waiting++;
-			CHECKF(!c->bigbuf && rcvbuf(c->w.fd) < SOCKBUF,
+			CHECKF(!c->bigbuf && rcvbuf(c->w.fd) < tt->sockbuf,
 			       "a connection in the handshake has %d bytes of buffer",
 			       rcvbuf(c->w.fd));
 			continue;
@@ -65,7 +109,7 @@ int main(void)
 		authed++;
 		if (c->bigbuf) {
 			big++;
-			CHECK(rcvbuf(c->w.fd) >= SOCKBUF);
+			CHECK(rcvbuf(c->w.fd) >= tt->sockbuf);
 		}
 	}
 	uint64_t total = tt->bigbuf_total;
@@ -76,7 +120,7 @@ int main(void)
 	       (unsigned long long)(SOCKBUF_TOTAL >> 20));
 	CHECK_EQ(authed, NAUTH);
 	CHECK_EQ(waiting, 1);
-	CHECK_EQ_U64(total, (uint64_t)big * 2 * SOCKBUF);
+	CHECK_EQ_U64(total, (uint64_t)big * 2 * tt->sockbuf);
 	CHECK(total <= SOCKBUF_TOTAL);
 	if (geteuid() == 0) /* may force buffers: the bound is what stops it */
 		CHECK_EQ_U64(total, SOCKBUF_TOTAL);

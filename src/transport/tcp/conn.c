@@ -91,7 +91,7 @@ void rma__tcp_conn_kill(struct conn *c, int err)
 	rma__watch_retire(e, &c->w);
 	close(c->w.fd);
 	if (c->bigbuf)
-		tt->bigbuf_total -= 2ull * SOCKBUF;
+		tt->bigbuf_total -= 2ull * tt->sockbuf;
 	c->bigbuf = false;
 	if (!c->peer) {
 		rma__admit_drop(&tt->admit, &c->adm);

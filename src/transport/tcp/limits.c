@@ -79,9 +79,9 @@ int rma__tcp_limits_init(struct tcp_tr *tt, const struct rma__topts *o)
 static void big_buffers(struct conn *c)
 {
 	struct tcp_tr *tt = c->tt;
-	int sz = SOCKBUF;
+	int sz = tt->sockbuf;
 
-	if (tt->bigbuf_total + 2ull * SOCKBUF > SOCKBUF_TOTAL)
+	if (!sz || tt->bigbuf_total + 2ull * sz > SOCKBUF_TOTAL)
 		return; /* the kernel's autotuning will do */
 	/* Privileged callers can go past rmem_max/wmem_max; others keep
 	 * the kernel's autotuning, which a plain SO_RCVBUF would switch off. */
@@ -90,7 +90,7 @@ static void big_buffers(struct conn *c)
 	if (snd && rcv)
 		return; /* one that took counts whole: it holds its buffer */
 	c->bigbuf = true;
-	tt->bigbuf_total += 2ull * SOCKBUF;
+	tt->bigbuf_total += 2ull * sz;
 }
 
 void rma__tcp_authenticated(struct conn *c)

@@ -94,6 +94,8 @@ static const struct rma__topt_desc tcp_options[] = {
 	{"listen", "HOST:PORT to listen on, [::] or 0.0.0.0 for every address "
 		   "(default rma_config.listen, else 127.0.0.1:0)"},
 	{"stripes", "connections per peer, 1-64 (default rma_config.stripes, else 4)"},
+	{"sockbuf", "socket buffer each way, bytes, 65536-67108864 (1048576; "
+		    "0: the kernel's autotuning; needs CAP_NET_ADMIN, else autotuning)"},
 	{"advertise", "HOST peers should connect to (default rma_config.advertise, "
 		      "else for 0.0.0.0/[::] the default route's interface)"},
 	/* The target's limits (limits.c; design.md section 10). */
@@ -112,7 +114,7 @@ static int tcp_init(struct rma_engine *e, const struct rma__topts *o,
 	const struct rma__engine_params *p = rma__engine_params(e);
 	const char *listen_at = rma__topt(o, "listen");
 	const char *advertise = rma__topt(o, "advertise");
-	unsigned long stripes = p->stripes;
+	unsigned long stripes = p->stripes, sockbuf = SOCKBUF;
 	struct tcp_tr *tt;
 	int fd, rc;
 
@@ -121,6 +123,14 @@ static int tcp_init(struct rma_engine *e, const struct rma__topts *o,
 	rc = rma__topt_uint(o, "stripes", 1, 64, &stripes);
 	if (rc < 0)
 		return rc;
+	rc = rma__topt_uint(o, "sockbuf", 0, SOCKBUF_MAX, &sockbuf);
+	if (rc < 0)
+		return rc;
+	if (sockbuf && sockbuf < SOCKBUF_MIN) {
+		rma__err("tcp: option sockbuf=%lu: want 0 or at least %u",
+			 sockbuf, SOCKBUF_MIN);
+		return -EINVAL;
+	}
 	tt = calloc(1, sizeof *tt);
 	if (!tt)
 		return -ENOMEM;
@@ -129,6 +139,7 @@ static int tcp_init(struct rma_engine *e, const struct rma__topts *o,
 	tt->max_msg = p->max_msg_size ? p->max_msg_size : DEFAULT_MAX_MSG;
 	tt->depth = p->queue_depth;
 	tt->stripes = (unsigned)stripes;
+	tt->sockbuf = (int)sockbuf;
 	rma__setup_key(p->secret, tt->key);
 	if ((rc = rma__tcp_limits_init(tt, o))) {
 		free(tt);
