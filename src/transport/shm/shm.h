@@ -41,7 +41,8 @@
 #define SHM_STAGE_OFF SHM_TABLE_SIZE
 #define SHM_FILE_SIZE (SHM_STAGE_OFF + SHM_ROWS * SHM_STAGE_ROW)
 #define SHM_TABLE_MAGIC 0x31545344414d52ull /* "RMADST1" */
-#define SHM_MAX_MSG (512u << 10)   /* one copy: ~30 us, so progress stays live */
+#define SHM_MAX_MSG (1024u << 10)  /* one chunk: ~70 us of copying */
+#define SHM_COPY_PIECE (256u << 10) /* a direct copy's memcpy calls */
 #define SHM_CREDITS 32u            /* chunks copied per pump before reporting */
 #define SHM_DRAIN_MS 1000u         /* default bound on release's drain */
 #define SHM_MAX_CONNS 1024u
