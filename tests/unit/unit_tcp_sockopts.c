@@ -3,14 +3,16 @@
  * carries rma's socket options (no Nagle, keepalive probes, a user
  * timeout), though the target sets them once on its listener and relies
  * on the sockets it accepts inheriting them.  The initiator raises
- * SO_RCVLOWAT deep in a large reply (conn.c, rx_lowat) and must leave it
- * at 1 after: a small reply that follows a large one completes at once,
- * and every dialed socket's mark is 1 again.
+ * SO_RCVLOWAT deep in a large reply, the target deep in a large put's
+ * payload (conn.c, rx_lowat), and each must leave it at 1 after: a small
+ * reply or put that follows a large one completes at once, and every
+ * socket's mark, dialed or accepted, is 1 again.
  */
 #include <dirent.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "check.h"
@@ -69,6 +71,12 @@ int main(void)
 		CHECK_RC(rma_read_into(e, bir, big, 5000), (int64_t)sizeof big_i);
 		CHECK_RC(rma_read_into(e, ir, rem, 1000), (int64_t)sizeof ib);
 	}
+	memset(big_i, 0x5a, sizeof big_i);
+	for (int i = 0; i < 3; i++) { /* 1 MiB put payloads on both stripes */
+		CHECK_RC(rma_write_from(e, bir, big, 5000), (int64_t)sizeof big_i);
+		CHECK_RC(rma_write_from(e, ir, rem, 1000), (int64_t)sizeof ib);
+	}
+	CHECK(big_t[0] == 0x5a && big_t[sizeof big_t - 1] == 0x5a);
 	rma_remote_free(big);
 
 	/* The target's listening port, from its advertisement (tcp: family,
