@@ -45,9 +45,15 @@ static uint64_t one_authed(const char *spec)
 	CHECK_RC(rma_region_register(t, mem, sizeof mem, RMA_ACCESS_REMOTE_RW, &r), 0);
 	rma_remote *rem = test_remote_of(r);
 	tcp_raw_authed(rem, SECRET, &s);
-	test_sleep_ms(50);
-	pthread_mutex_lock(&t->mu);
-	struct conn *c = tt->served;
+	/* The target ends its side of the handshake after ours: wait for it. */
+	struct conn *c;
+	for (int64_t end = test_now_ms() + 5000;; test_sleep_ms(5)) {
+		pthread_mutex_lock(&t->mu);
+		c = tt->served;
+		if ((c && c->hs != HS_SETUP) || test_now_ms() > end)
+			break;
+		pthread_mutex_unlock(&t->mu);
+	}
 	CHECK(c && c->hs != HS_SETUP && !c->next);
 	uint64_t each = tt->bigbuf_total / 2;
 	CHECK_EQ(c->bigbuf, each != 0);
