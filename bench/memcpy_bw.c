@@ -8,7 +8,8 @@
  * pieces, one memcpy per --piece bytes (default 256K, the pieces in which
  * rma's shm transport copies a chunk directly).  The two differ: glibc
  * copies a large block with non-temporal stores past the cache, while
- * pieces of 256 KiB stay in the cache's regime.  A size no larger than a piece is copied whole only.
+ * pieces of 256 KiB stay in the cache's regime.  A size no larger than a
+ * piece is copied whole only.
  * For larger sizes the duration is split into 4 rounds of each, in
  * alternation, so drift hits both alike; the better one is the limit.
  *
