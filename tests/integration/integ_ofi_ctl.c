@@ -17,6 +17,11 @@
  *             that is too long, of the wrong length, or that the provider
  *             refuses are cut off with no WELCOME, the reason logged; an
  *             engine keeps moving data meanwhile
+ *   full      a peer that keeps replacing its endpoint (a raw client
+ *             sending ADDR after ADDR, each a new address) is answered
+ *             ADDED until its serving endpoint's AV is full, then moved to
+ *             a fresh endpoint (WELCOME, a new address) and served on,
+ *             again and again: never cut off; an engine still moves data
  *   limit     one source address (127.0.0.2) holding control connections:
  *             beyond max_addr_conns it is refused, the refusals logged as
  *             a count (not one line each); a silent flood from 127.0.0.3
@@ -151,6 +156,28 @@ static void ofi_parts(const uint8_t *b, int n, struct sockaddr_in *ctl,
 	FAIL("no ofi entry in the advertisement");
 }
 
+/* An owner with a window of MiB, an initiator with a local region, and
+ * the owner's control and fabric addresses from the advertisement. */
+struct pair {
+	rma_engine *own, *ini;
+	struct window w;
+	char *buf;
+	rma_region *l;
+	const uint8_t *fa;
+	size_t fl;
+	struct sockaddr_in ctl;
+};
+
+static void pair_open(struct pair *p)
+{
+	p->own = engine_of(spec);
+	p->ini = engine_of(spec);
+	window_open(p->own, &p->w, MiB);
+	p->buf = test_alloc(MiB);
+	p->l = integ_region(p->ini, p->buf, MiB);
+	ofi_parts(p->w.ad, p->w.adlen, &p->ctl, &p->fa, &p->fl);
+}
+
 /* ---- a raw control client ---- */
 static void xfer_all(int fd, void *b, size_t n, bool out)
 {
@@ -207,15 +234,22 @@ static int raw_setup(int fd)
 	return m.status;
 }
 
-/* ADDR: declared length len, then `send_n` bytes of a. */
-static void raw_addr(int fd, uint64_t len, const uint8_t *a, size_t send_n)
+/* ADDR number seq: declared length len, then `send_n` bytes of a. */
+static void raw_addr_seq(int fd, uint64_t len, const uint8_t *a,
+			 size_t send_n, uint64_t seq)
 {
 	uint8_t m[32 + 256] = { 5 };
-	for (int i = 0; i < 8; i++)
+	for (int i = 0; i < 8; i++) {
 		m[8 + i] = (uint8_t)(len >> (8 * i));
-	m[16] = 1;
+		m[16 + i] = (uint8_t)(seq >> (8 * i));
+	}
 	memcpy(m + 32, a, send_n);
 	xfer_all(fd, m, 32 + send_n, true);
+}
+
+static void raw_addr(int fd, uint64_t len, const uint8_t *a, size_t send_n)
+{
+	raw_addr_seq(fd, len, a, send_n, 1);
 }
 
 /* What the owner answers next: 1 WELCOME (its address read), 0 the
@@ -350,15 +384,15 @@ static int case_wait(void)
 static int case_bad_addr(void)
 {
 	rma_set_log(RMA_LOG_WARN, log_cb, NULL);
-	rma_engine *own = engine_of(spec), *ini = engine_of(spec);
-	struct window w;
-	window_open(own, &w, MiB);
-	char *buf = test_alloc(MiB);
-	rma_region *l = integ_region(ini, buf, MiB);
-	const uint8_t *fa;
-	size_t fl;
-	struct sockaddr_in ctl;
-	ofi_parts(w.ad, w.adlen, &ctl, &fa, &fl);
+	struct pair p;
+	pair_open(&p);
+	rma_engine *own = p.own, *ini = p.ini;
+	struct window w = p.w;
+	char *buf = p.buf;
+	rma_region *l = p.l;
+	const uint8_t *fa = p.fa;
+	size_t fl = p.fl;
+	struct sockaddr_in ctl = p.ctl;
 	uint8_t junk[256];
 	memset(junk, 0x7e, sizeof junk);
 
@@ -414,6 +448,80 @@ static int case_bad_addr(void)
 	rma_remote_free(w.rem);
 	rma_engine_destroy(own);
 	rma_set_log(RMA_LOG_WARN, NULL, NULL);
+	return 0;
+}
+
+/* The owner's next message: its type, a and b; a WELCOME's address into
+ * addr (128 bytes). */
+static unsigned raw_msg(int fd, uint64_t *a, uint64_t *b, uint8_t *addr)
+{
+	uint8_t r[32];
+	CHECKF(recv(fd, r, 32, MSG_WAITALL) == 32, "the owner closed the "
+	       "control connection or did not answer");
+	*a = *b = 0;
+	for (int i = 7; i >= 0; i--) {
+		*a = *a << 8 | r[8 + i];
+		*b = *b << 8 | r[16 + i];
+	}
+	if (r[0] == 1) {
+		CHECK(*a > 0 && *a <= 128);
+		CHECK(recv(fd, addr, (size_t)*a, MSG_WAITALL) == (ssize_t)*a);
+	}
+	return r[0];
+}
+
+#define FULL_ADDRS 2200 /* over twice the 1024 a serving endpoint holds */
+static int case_full(void)
+{
+	struct pair p;
+	pair_open(&p);
+	const uint8_t *fa = p.fa;
+	size_t fl = p.fl;
+	CHECK(fl >= 4 && fl <= 128);
+
+	int fd = ctl_dial(&p.ctl, NULL);
+	CHECK_RC(raw_setup(fd), 0);
+	raw_addr(fd, fl, fa, fl);
+	uint8_t got[128], a[128];
+	uint64_t x, y;
+	CHECK_EQ(raw_msg(fd, &x, &y, got), 1);
+	/* Each a new, well-formed address: the owner's own with another
+	 * port (the bytes after the family), as an initiator's next
+	 * endpoint would have. */
+	unsigned moves = 0, added = 0, since = 0, most = 0;
+	for (unsigned i = 1; i <= FULL_ADDRS; i++) {
+		memcpy(a, fa, fl);
+		a[2] = (uint8_t)((20000 + i) >> 8);
+		a[3] = (uint8_t)(20000 + i);
+		raw_addr_seq(fd, fl, a, fl, (uint64_t)i + 1);
+		unsigned t = raw_msg(fd, &x, &y, got);
+		if (t == 6) { /* ADDED, for this address */
+			CHECK_EQ(y, (uint64_t)i + 1);
+			added++;
+			since++;
+			continue;
+		}
+		/* Moved: a fresh endpoint (its address, which the kernel may
+		 * give the port of the one just closed), holding this one. */
+		CHECKF(t == 1, "ADDR %u answered with type %u", i, t);
+		CHECK_EQ(x, (uint64_t)fl);
+		most = since > most ? since : most;
+		since = 0;
+		moves++;
+	}
+	printf("full: %u ADDED, %u moves, at most %u ADDED on one endpoint\n",
+	       added, moves, most);
+	CHECKF(moves >= 2, "%u addresses made %u moves", FULL_ADDRS, moves);
+	CHECKF(most >= 1000, "a serving endpoint held only %u addresses", most);
+	close(fd);
+
+	/* The owner keeps serving. */
+	test_fill(p.buf, MiB, 11);
+	CHECK_RC(integ_op(p.ini, RMA_OP_PUT, p.l, p.w.rem, 0, MiB, 20000), MiB);
+	CHECK_EQ(test_check_fill(p.w.mem, MiB, 11), -1);
+	rma_engine_destroy(p.ini);
+	rma_remote_free(p.w.rem);
+	rma_engine_destroy(p.own);
 	return 0;
 }
 
@@ -539,6 +647,7 @@ static const struct {
 	{ "insert", case_insert },
 	{ "wait", case_wait },
 	{ "bad_addr", case_bad_addr },
+	{ "full", case_full },
 };
 
 int main(int argc, char **argv)

@@ -212,7 +212,8 @@ static int setup_start(struct ofi_ctl *c, bool server)
  * provider, where it is harmless.  Entries are never removed (the old
  * address of an endpoint the initiator closed, or a parked endpoint's last
  * peer): the provider may still be closing the connection from it, and an
- * entry is small.  So an endpoint holds at most OFI_SERVE_ADDRS addresses. */
+ * entry is small.  So an endpoint holds at most OFI_SERVE_ADDRS addresses
+ * (on_addr then moves its peer to a fresh one). */
 static int serve_insert(struct ofi_ctl *c)
 {
 	struct ofi_ep *oe = c->serve;
@@ -315,9 +316,17 @@ static int on_addr(struct ofi_ctl *c, uint64_t len, uint64_t seq)
 	c->iseq = seq;
 	if (c->step == CTL_ADDR)
 		return welcome(c, false);
-	if ((rc = serve_insert(c)))
-		return addr_refused(c, rc == -EMLINK ? "is one too many"
-				    : "was refused by the provider", rc);
+	if ((rc = serve_insert(c)) == -EMLINK) {
+		/* Its endpoint is full (the initiator replaced its own
+		 * endpoint OFI_SERVE_ADDRS times): the peer moves to a fresh
+		 * one, as after a revocation, rather than lose its
+		 * connection and the ops waiting on it. */
+		rma__ofi_ep_close(c->serve);
+		c->serve = NULL;
+		return welcome(c, true);
+	}
+	if (rc)
+		return addr_refused(c, "was refused by the provider", rc);
 	msg_put(m, MSG_ADDED, 0, 0, seq, 0);
 	return send_all(c->w.fd, m, MSG_LEN);
 }
