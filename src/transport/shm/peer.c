@@ -379,16 +379,6 @@ static int via_map(struct shm_peer *p, const struct shm_slot *s, uint64_t key,
 	return 0;
 }
 
-/* A chunk's copy, in pieces that stay in the cache's regime: glibc
- * copies a block of a megabyte or more with non-temporal stores. */
-static void copy_pieces(char *dst, const char *src, size_t len)
-{
-	for (size_t off = 0; off < len; off += SHM_COPY_PIECE) {
-		size_t n = RMA_MIN(len - off, (size_t)SHM_COPY_PIECE);
-		memcpy(dst + off, src + off, n);
-	}
-}
-
 /* Move x's bytes now: 0, -ECONNRESET (the owner is gone: the chunk ends
  * with it), or a refusal (-EAGAIN: a mapping was asked for). */
 static int move(struct shm_peer *p, const struct rma__xfer *x)
@@ -432,9 +422,9 @@ static int move(struct shm_peer *p, const struct rma__xfer *x)
 	}
 	if (dst) {
 		if (x->kind == RMA_OP_PUT)
-			copy_pieces(dst, l, x->len);
+			shm_copy(dst, l, x->len);
 		else
-			copy_pieces(l, dst, x->len);
+			shm_copy(l, dst, x->len);
 		rc = 0;
 	} else {
 		/* The owner may be gone and its pid reused: check it lives, at

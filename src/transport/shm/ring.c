@@ -122,7 +122,7 @@ int rma__shm_ring_post(struct shm_peer *p, const struct rma__xfer *x)
 	q->raddr = x->raddr;
 	q->stage = stage;
 	if (x->kind == RMA_OP_PUT)
-		memcpy(data, x->laddr, x->len);
+		shm_copy(data, x->laddr, x->len);
 	p->rops[i] = (struct shm_rop){x->op_id, x->laddr, (uint32_t)x->len,
 				      x->kind, stage, p->shead};
 	if (p->rhead++ == p->rtail)
@@ -161,7 +161,7 @@ static bool ring_take(struct shm_peer *p)
 		/* A get's bytes only into an op still live: a dead one's
 		 * memory may be the caller's again. */
 		if (!res && o.kind == RMA_OP_GET && rma__op_live(e, o.op_id))
-			memcpy(o.laddr, o.stage ? p->stage + o.stage - 1
+			shm_copy(o.laddr, o.stage ? p->stage + o.stage - 1
 						: (char *)q->data, o.len);
 		if (o.stage)
 			p->stail = o.send;
@@ -223,9 +223,9 @@ static int serve(struct shm_tr *st, const struct shm_rowst *r,
 		return rc;
 	char *mem = (char *)(uintptr_t)(s->addr + off);
 	if (h.kind == RMA_OP_PUT)
-		memcpy(mem, data, h.len);
+		shm_copy(mem, data, h.len);
 	else
-		memcpy(data, mem, h.len);
+		shm_copy(data, mem, h.len);
 	return 0;
 }
 

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -298,6 +299,22 @@ struct shm_tr {
 _Static_assert(SHM_ROW_OFF % SHM_PAGE == 0, "grant table rows must be page aligned");
 /* A chunk is staged whole. */
 _Static_assert(SHM_MAX_MSG <= RMA__STAGE_SIZE, "a chunk must fit the staging buffer");
+
+/* A chunk's copy, in pieces of SHM_COPY_PIECE: glibc changes strategy
+ * for a block of a megabyte or more (non-temporal stores past its
+ * threshold on some hosts; past the L2's size on AMD, a vector loop in
+ * place of "rep movsb", whose stores skip reading the lines they
+ * overwrite).  Between two cores, where the lines sit in the other's
+ * cache, whole 1 MiB chunks through a row's stage moved 7-9 GB/s where
+ * 1 MiB less 64 bytes moved 20-23 (docs/design.md, shm's data path).
+ * Pieces keep every size in the fast regime. */
+static inline void shm_copy(void *dst, const void *src, size_t len)
+{
+	for (size_t off = 0; off < len; off += SHM_COPY_PIECE) {
+		size_t n = len - off < SHM_COPY_PIECE ? len - off : SHM_COPY_PIECE;
+		memcpy((char *)dst + off, (const char *)src + off, n);
+	}
+}
 
 static inline struct shm_slot *shm_slot_at(const char *tab, uint32_t i)
 {
