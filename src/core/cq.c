@@ -137,7 +137,11 @@ RMA_EXPORT int rma_poll(rma_engine *e, struct rma_completion *out, size_t max)
 		/* A round can outlast the lease (a large get's bytes are
 		 * copied in it): the thread waits for it all the same. */
 		__atomic_add_fetch(&e->polling, 1, __ATOMIC_RELAXED);
-		int got = rma__progress_once(e, 0, RMA__TRY_QUEUE);
+		/* One op out: no replies to gather, read its socket directly
+		 * (rma__progress_once). */
+		int try = __atomic_load_n(&e->live, __ATOMIC_RELAXED) <= 1
+				  ? RMA__TRY_ANY : RMA__TRY_QUEUE;
+		int got = rma__progress_once(e, 0, try);
 		__atomic_store_n(&e->poll_lease, rma__now_ns() + lease,
 				 __ATOMIC_RELAXED);
 		__atomic_sub_fetch(&e->polling, 1, __ATOMIC_RELAXED);

@@ -628,10 +628,7 @@ void rma__tcp_conn_rx(struct conn *c)
 		budget -= RMA_MIN(budget, (size_t)n);
 		c->last_active = rma__now_ns();
 	}
-	/* Deep in a large payload, a direct try mostly finds a few bytes or
-	 * none, and each recv takes the socket lock that the sender's side
-	 * needs to queue more: let epoll say when data has come instead. */
-	c->w.direct = !(c->in_payload && c->cur.len - c->pay_done > DIRECT_PAYLOAD_MAX);
+	rma__tcp_conn_direct(c);
 	if (c->hs == HS_READY)
 		rx_lowat(c);
 	/* Target: replies out now, in one write; this also re-arms EPOLLIN

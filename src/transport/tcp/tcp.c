@@ -370,8 +370,10 @@ static int tcp_post(struct rma__peer *bp, const struct rma__xfer *xf)
 	x->seq = ++c->tt->seq;
 	c->count++;
 	c->queued += RMA_TCP_HDR_SIZE + x->pay_len;
-	if (x->kind == RMA_TCP_GET)
+	if (x->kind == RMA_TCP_GET) {
 		c->awaited += x->len;
+		rma__tcp_conn_direct(c);
+	}
 	return 0;
 }
 
