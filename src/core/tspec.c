@@ -8,6 +8,7 @@
  * listen "[::1]:7000" and stripes "2".  A first bare word is the value of
  * the transport's first option ("ofi:tcp" = "ofi:prov=tcp").
  */
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,8 +125,28 @@ const char *rma__topt(const struct rma__topts *o, const char *name)
 	return NULL;
 }
 
-int rma__topt_uint(const struct rma__topts *o, const char *name,
-		   unsigned long lo, unsigned long hi, unsigned long *out)
+/* A binary unit after a byte count, as the command line's sizes take:
+ * "1M", "1Mi", "1MiB", any case; not "1MB" (decimal or binary?). */
+static int unit_shift(const char **end)
+{
+	static const char units[] = "kmgt";
+	const char *u;
+
+	if (!**end)
+		return 0;
+	if (!(u = strchr(units, tolower((unsigned char)**end))))
+		return -1;
+	(*end)++;
+	if (**end == 'i' || **end == 'I') {
+		(*end)++;
+		if (**end == 'B' || **end == 'b')
+			(*end)++;
+	}
+	return 10 * (int)(u - units + 1);
+}
+
+static int topt_num(const struct rma__topts *o, const char *name, bool bytes,
+		    unsigned long lo, unsigned long hi, unsigned long *out)
 {
 	const char *s = rma__topt(o, name);
 	char *end;
@@ -134,11 +155,27 @@ int rma__topt_uint(const struct rma__topts *o, const char *name,
 		return 1;
 	errno = 0;
 	unsigned long v = strtoul(s, &end, 10);
-	if (errno || !*s || *end || v < lo || v > hi) {
-		rma__err("%s: option %s=%s: want a number in [%lu, %lu]",
-			 o->ops->name, name, s, lo, hi);
+	const char *rest = end;
+	int shift = bytes ? unit_shift(&rest) : 0;
+	if (errno || !isdigit((unsigned char)*s) || shift < 0 || *rest ||
+	    (shift && v > hi >> shift) || (v <<= shift) < lo || v > hi) {
+		rma__err("%s: option %s=%s: want %s in [%lu, %lu]", o->ops->name,
+			 name, s, bytes ? "bytes (K, M, G, T: binary units)" : "a number",
+			 lo, hi);
 		return -EINVAL;
 	}
 	*out = v;
 	return 0;
+}
+
+int rma__topt_uint(const struct rma__topts *o, const char *name,
+		   unsigned long lo, unsigned long hi, unsigned long *out)
+{
+	return topt_num(o, name, false, lo, hi, out);
+}
+
+int rma__topt_bytes(const struct rma__topts *o, const char *name,
+		    unsigned long lo, unsigned long hi, unsigned long *out)
+{
+	return topt_num(o, name, true, lo, hi, out);
 }

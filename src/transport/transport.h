@@ -260,6 +260,9 @@ const char *rma__topt(const struct rma__topts *o, const char *name);
 /* Same, as an unsigned in [lo, hi]: 0 and *out, 1 if absent, -EINVAL. */
 int rma__topt_uint(const struct rma__topts *o, const char *name,
 		   unsigned long lo, unsigned long hi, unsigned long *out);
+/* Same for a byte count, which may end in a binary unit: 1M, 64KiB. */
+int rma__topt_bytes(const struct rma__topts *o, const char *name,
+		    unsigned long lo, unsigned long hi, unsigned long *out);
 
 /* ---- regions and grants ---- */
 

@@ -79,9 +79,16 @@ int main(void)
 		CHECK_EQ_U64(one_authed("tcp:sockbuf=65536"), 65536);
 	}
 	CHECK_EQ_U64(one_authed("tcp:sockbuf=0"), 0);
+	if (geteuid() == 0) { /* binary units, as the command line's sizes */
+		CHECK_EQ_U64(one_authed("tcp:sockbuf=2M"), 2u << 20);
+		CHECK_EQ_U64(one_authed("tcp:sockbuf=64KiB"), 65536);
+		CHECK_EQ_U64(one_authed("tcp:sockbuf=64m"), 64u << 20);
+	}
 	rma_engine *bad;
 	static const char *const bad_specs[] = {"tcp:sockbuf=65535",
-		"tcp:sockbuf=67108865", "tcp:sockbuf=1M"};
+		"tcp:sockbuf=67108865", "tcp:sockbuf=1MB", "tcp:sockbuf=65M",
+		"tcp:sockbuf=63K", "tcp:sockbuf=1Q", "tcp:sockbuf=M",
+		"tcp:sockbuf=-1", "tcp:sockbuf=18014398509481984K"};
 	for (size_t i = 0; i < sizeof bad_specs / sizeof *bad_specs; i++)
 		CHECK_RC(rma_engine_create(&(struct rma_config){.size = sizeof(struct rma_config),
 			 .transports = bad_specs[i]}, &bad), -EINVAL);

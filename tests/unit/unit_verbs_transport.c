@@ -54,6 +54,11 @@ int rma__topt_uint(const struct rma__topts *o, const char *name,
 	*out = strtoul(s, NULL, 0);
 	return *out < lo || *out > hi ? -EINVAL : 0;
 }
+int rma__topt_bytes(const struct rma__topts *o, const char *name,
+		    unsigned long lo, unsigned long hi, unsigned long *out)
+{
+	return rma__topt_uint(o, name, lo, hi, out);
+}
 char *rma__region_addr(const struct rma_region *r) { return r->addr; }
 uint64_t rma__region_len(const struct rma_region *r) { return r->len; }
 unsigned rma__region_access(const struct rma_region *r) { return r->access; }

@@ -94,7 +94,7 @@ static const struct rma__topt_desc tcp_options[] = {
 	{"listen", "HOST:PORT to listen on, [::] or 0.0.0.0 for every address "
 		   "(default rma_config.listen, else 127.0.0.1:0)"},
 	{"stripes", "connections per peer, 1-64 (default rma_config.stripes, else 4)"},
-	{"sockbuf", "socket buffer each way, bytes, 65536-67108864 (1048576; "
+	{"sockbuf", "socket buffer each way, bytes, 64K-64M (1M; "
 		    "0: the kernel's autotuning; needs CAP_NET_ADMIN, else autotuning)"},
 	{"advertise", "HOST peers should connect to (default rma_config.advertise, "
 		      "else for 0.0.0.0/[::] the default route's interface)"},
@@ -123,7 +123,7 @@ static int tcp_init(struct rma_engine *e, const struct rma__topts *o,
 	rc = rma__topt_uint(o, "stripes", 1, 64, &stripes);
 	if (rc < 0)
 		return rc;
-	rc = rma__topt_uint(o, "sockbuf", 0, SOCKBUF_MAX, &sockbuf);
+	rc = rma__topt_bytes(o, "sockbuf", 0, SOCKBUF_MAX, &sockbuf);
 	if (rc < 0)
 		return rc;
 	if (sockbuf && sockbuf < SOCKBUF_MIN) {

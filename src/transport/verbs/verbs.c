@@ -659,7 +659,7 @@ static int parse_opts(const struct rma__topts *o, struct vb_sel *sel,
 		return rc;
 	c->max_send_wr = (uint32_t)v;
 	v = c->max_msg_size;
-	if ((rc = rma__topt_uint(o, "max_msg", 1, 1ul << 31, &v)) < 0)
+	if ((rc = rma__topt_bytes(o, "max_msg", 1, 1ul << 31, &v)) < 0)
 		return rc;
 	c->max_msg_size = v;
 	v = c->timeout;
