@@ -180,7 +180,7 @@ struct rma_engine {
 	struct rma__op *ops;
 	uint32_t nops;
 	struct rma__op *free_ops;
-	uint32_t live;          /* ops in LIVE or DYING state */
+	uint32_t live;          /* ops in LIVE or DYING state (stored atomically) */
 	unsigned stalled;       /* peers whose post said -EAGAIN */
 	struct rma__timer stall_timer; /* retries them */
 

@@ -84,7 +84,8 @@ static void op_unlink(struct rma_engine *e, struct rma__op *op)
 	op->local = NULL;
 	if (p)
 		p->nops--;
-	e->live--;
+	/* Written under the lock; rma_poll reads it without (cq.c). */
+	__atomic_store_n(&e->live, e->live - 1, __ATOMIC_RELAXED);
 }
 
 /* Deliver the op's one completion and retire it. */
@@ -457,7 +458,7 @@ int rma__post_locked(struct rma_engine *e, const struct rma_op *d,
 	op->ent = ent;
 	if (local)
 		rma__list_add_tail(&local->users, &op->rnode);
-	e->live++;
+	__atomic_store_n(&e->live, e->live + 1, __ATOMIC_RELAXED);
 	if (!b)
 		e->cq_reserved++;
 	if (!p) { /* zero bytes: nothing to move */
