@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "util/size.h"
 
 static const struct rma__topt_desc *find_opt(const struct rma__transport_ops *ops,
 					     const char *name, size_t n)
@@ -125,46 +126,30 @@ const char *rma__topt(const struct rma__topts *o, const char *name)
 	return NULL;
 }
 
-/* A binary unit after a byte count, as the command line's sizes take:
- * "1M", "1Mi", "1MiB", any case; not "1MB" (decimal or binary?). */
-static int unit_shift(const char **end)
-{
-	static const char units[] = "kmgt";
-	const char *u;
-
-	if (!**end)
-		return 0;
-	if (!(u = strchr(units, tolower((unsigned char)**end))))
-		return -1;
-	(*end)++;
-	if (**end == 'i' || **end == 'I') {
-		(*end)++;
-		if (**end == 'B' || **end == 'b')
-			(*end)++;
-	}
-	return 10 * (int)(u - units + 1);
-}
-
 static int topt_num(const struct rma__topts *o, const char *name, bool bytes,
 		    unsigned long lo, unsigned long hi, unsigned long *out)
 {
 	const char *s = rma__topt(o, name);
+	uint64_t v = 0;
 	char *end;
+	bool ok;
 
 	if (!s)
 		return 1;
-	errno = 0;
-	unsigned long v = strtoul(s, &end, 10);
-	const char *rest = end;
-	int shift = bytes ? unit_shift(&rest) : 0;
-	if (errno || !isdigit((unsigned char)*s) || shift < 0 || *rest ||
-	    (shift && v > hi >> shift) || (v <<= shift) < lo || v > hi) {
+	if (bytes) {
+		ok = !rma__parse_size(s, &v);
+	} else {
+		errno = 0;
+		v = strtoull(s, &end, 10);
+		ok = !errno && isdigit((unsigned char)*s) && !*end;
+	}
+	if (!ok || v < lo || v > hi) {
 		rma__err("%s: option %s=%s: want %s in [%lu, %lu]", o->ops->name,
 			 name, s, bytes ? "bytes (K, M, G, T: binary units)" : "a number",
 			 lo, hi);
 		return -EINVAL;
 	}
-	*out = v;
+	*out = (unsigned long)v;
 	return 0;
 }
 

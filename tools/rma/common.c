@@ -2,6 +2,7 @@
  * common.c - helpers shared by the rma CLI commands.
  */
 #include "common.h"
+#include "util/size.h"
 
 #include <ctype.h>
 #include <endian.h>
@@ -150,48 +151,9 @@ const char *fabric_hint(int err)
 	return "";
 }
 
-/* Shift for a binary suffix letter, or -1 if it is not one. */
-static int suffix_shift(char c)
-{
-	switch (tolower((unsigned char)c)) {
-	case 'k': return 10;
-	case 'm': return 20;
-	case 'g': return 30;
-	case 't': return 40;
-	default: return -1;
-	}
-}
-
 int parse_size(const char *s, uint64_t *out)
 {
-	char *end;
-	unsigned long long v;
-	int shift = 0;
-
-	if (!s || !isdigit((unsigned char)s[0]))
-		return -EINVAL;
-	errno = 0;
-	v = strtoull(s, &end, 10);
-	if (errno == ERANGE)
-		return -ERANGE;
-	if (*end != '\0') {
-		shift = suffix_shift(*end);
-		if (shift < 0)
-			return -EINVAL;
-		end++;
-		/* Accept "K", "Ki", "KiB"; refuse "KB" (decimal or binary?). */
-		if (*end == 'i' || *end == 'I') {
-			end++;
-			if (*end == 'B' || *end == 'b')
-				end++;
-		}
-		if (*end != '\0')
-			return -EINVAL;
-	}
-	if (shift && v > (UINT64_MAX >> shift))
-		return -ERANGE;
-	*out = (uint64_t)v << shift;
-	return 0;
+	return rma__parse_size(s, out);
 }
 
 int parse_size_list(const char *s, uint64_t *out, size_t max)
