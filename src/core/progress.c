@@ -176,7 +176,8 @@ void rma__wake(struct rma_engine *e)
  * anyway, so epoll is the round's only extra system call); a socket waits
  * for epoll there: those rounds run between a caller's posts, and reading
  * as soon as a byte lands would split the replies that a round of epoll
- * lets gather.
+ * lets gather (except an rma_poll with one op live, which has none to
+ * gather: rma_poll passes RMA__TRY_ANY then).
  */
 int rma__progress_once(struct rma_engine *e, int timeout_ms, int try)
 {
