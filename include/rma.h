@@ -447,7 +447,9 @@ struct rma_route_info {
 };
 /* The route ops to r's owner take now: the highest level both sides offer
  * that is reachable and has not just failed.  -EHOSTUNREACH if none (then
- * *out is not written). */
+ * *out is not written).  A failed peer reads FAILED, with its error, for
+ * at least a minute after it failed; then, with no ops left on it, it may
+ * be forgotten (NONE), and the next op connects afresh. */
 int rma_peer_route(rma_engine *e, const rma_remote *r,
 		   struct rma_route_info *out);
 

@@ -32,6 +32,8 @@
 #define RMA__ADVERT_MAGIC 0x61414d52u /* "RMAa" */
 #define RMA__ADVERT_VERSION 2
 #define RMA__MAX_OPTS 8
+/* How long a failed peer's marker outlives its retry time (peer.c). */
+#define RMA__MARKER_NS (60LL * 1000000000)
 
 /* A parsed transport spec: "tcp:listen=0.0.0.0:7000:stripes=4". */
 struct rma__topts {
@@ -164,6 +166,7 @@ struct rma_engine {
 	 * 10,000 peers */
 	struct rma__peer **ptab;
 	unsigned ptab_cap, npeers;
+	int64_t sweep_at;       /* failed peers' markers swept next (peer.c) */
 	/* The last route taken, for the next op to the same remote: valid
 	 * while route_gen stands (bumped when any peer fails or goes). */
 	struct {

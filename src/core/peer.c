@@ -36,11 +36,34 @@ struct rma__peer *rma__peer_find(struct rma_engine *e, uint64_t engine_id,
 	return NULL;
 }
 
+/* A failed peer stays as a marker: routing passes over it for RETRY_NS
+ * and rma_peer_route reports its error.  Engines are never reborn under
+ * their id, so in a long-lived initiator the markers of dead targets would
+ * pile up (a few hundred bytes each, more through a provider): one with no
+ * ops left goes RMA__MARKER_NS after its retry time, swept when a later
+ * peer is added, at most once per RETRY_NS. */
+static void sweep_markers(struct rma_engine *e)
+{
+	int64_t now = rma__now_ns();
+	if (now < e->sweep_at)
+		return;
+	e->sweep_at = now + RETRY_NS;
+	for (struct rma__peer *p = e->peers, *next; p; p = next) {
+		next = p->next;
+		/* (inflight: an op that ended early, its chunks still out,
+		 * hears of them through this peer) */
+		if (p->state == RMA__PEER_FAILED && !p->inflight &&
+		    rma__list_empty(&p->ops) && now - p->retry_at >= RMA__MARKER_NS)
+			rma__peer_destroy(e, p, p->error);
+	}
+}
+
 /* Add p (t and engine_id set) to the list and the table, which doubles
  * when half full (if memory allows; else its chains just grow longer).
  * Only connects get here, never the data path. */
 static void peer_link(struct rma_engine *e, struct rma__peer *p)
 {
+	sweep_markers(e);
 	if (e->npeers + 1 > e->ptab_cap / 2) {
 		unsigned cap = e->ptab_cap * 2;
 		struct rma__peer **tab = calloc(cap, sizeof *tab);

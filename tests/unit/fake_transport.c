@@ -184,7 +184,7 @@ static void f_disconnect(struct rma__peer *p, int err)
 	if (fake.peer == p)
 		fake.peer = NULL;
 	for (unsigned i = 0; i < fake.nxfers; i++)
-		if (fake.xfers[i].state == FAKE_POSTED) {
+		if (fake.xfers[i].state == FAKE_POSTED && fake.xfers[i].peer == p) {
 			fake.xfers[i].state = FAKE_DONE;
 			fake.outstanding--;
 			rma__xfer_done(e, fake.xfers[i].x.op_id,
@@ -204,6 +204,7 @@ static int f_post(struct rma__peer *p, const struct rma__xfer *x)
 	if (fake.nxfers == FAKE_MAX_XFERS)
 		FAIL("fake transport: more than %d xfers posted", FAKE_MAX_XFERS);
 	fake.xfers[fake.nxfers].x = *x;
+	fake.xfers[fake.nxfers].peer = p;
 	fake.xfers[fake.nxfers].state = FAKE_POSTED;
 	fake.nxfers++;
 	trace('P');

@@ -26,6 +26,7 @@ enum { FAKE_POSTED = 1, FAKE_DONE = 2 };
 
 struct fake_xfer {
 	struct rma__xfer x;
+	struct rma__peer *peer; /* posted to (disconnect reports its own) */
 	int state;
 };
 
