@@ -346,7 +346,7 @@ static int parse_args(int argc, char **argv, struct bench_args *a)
 		case OPT_TARGET: a->token = optarg; break;
 		case OPT_ALLOC: a->alloc = true; break;
 		case OPT_SPAN:
-			if (strcmp(optarg, "0") && parse_size(optarg, &v) < 0)
+			if (strcmp(optarg, "0") && rma__parse_size(optarg, &v) < 0)
 				return tool_usage_error("bench", "bad --span '%s' (bytes, or 0)",
 							optarg);
 			a->span = strcmp(optarg, "0") ? v : 0;

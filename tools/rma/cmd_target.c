@@ -96,7 +96,7 @@ static int parse_args(int argc, char **argv, struct target_args *a)
 		case 'A' + 256: a->advertise = optarg; break;
 		case OPT_ALLOC: a->alloc = true; break;
 		case 's':
-			if (parse_size(optarg, &a->size) < 0 || a->size == 0)
+			if (rma__parse_size(optarg, &a->size) < 0 || a->size == 0)
 				return tool_usage_error("target", "bad --size '%s'", optarg);
 			break;
 		case 'f':

@@ -139,12 +139,12 @@ static int parse_args(int argc, char **argv, struct xfer_args *a)
 	while ((c = getopt_long(argc, argv, ":s:o:f:F:zO:T:t:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 's':
-			if (parse_size(optarg, &a->size) < 0)
+			if (rma__parse_size(optarg, &a->size) < 0)
 				return tool_usage_error(a->cmd, "bad --size '%s'", optarg);
 			a->has_size = true;
 			break;
 		case 'o':
-			if (parse_size(optarg, &a->offset) < 0)
+			if (rma__parse_size(optarg, &a->offset) < 0)
 				return tool_usage_error(a->cmd, "bad --offset '%s'", optarg);
 			break;
 		case 'f':

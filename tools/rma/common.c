@@ -2,7 +2,6 @@
  * common.c - helpers shared by the rma CLI commands.
  */
 #include "common.h"
-#include "util/size.h"
 
 #include <ctype.h>
 #include <endian.h>
@@ -151,11 +150,6 @@ const char *fabric_hint(int err)
 	return "";
 }
 
-int parse_size(const char *s, uint64_t *out)
-{
-	return rma__parse_size(s, out);
-}
-
 int parse_size_list(const char *s, uint64_t *out, size_t max)
 {
 	char item[64];
@@ -175,7 +169,7 @@ int parse_size_list(const char *s, uint64_t *out, size_t max)
 			return -E2BIG;
 		memcpy(item, p, len);
 		item[len] = '\0';
-		rc = parse_size(item, &out[n]);
+		rc = rma__parse_size(item, &out[n]);
 		if (rc < 0)
 			return rc;
 		n++;

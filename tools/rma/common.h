@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "rma.h"
+#include "util/size.h" /* rma__parse_size: byte counts, as the library reads them */
 
 /* Exit codes shared by every command. */
 enum {
@@ -47,14 +48,6 @@ int tool_usage_error(const char *cmd, const char *fmt, ...)
 /* Report a getopt_long failure (optstring must start with ':'): `c` is the
  * ':' or '?' it returned.  Returns EXIT_USAGE. */
 int tool_getopt_error(const char *cmd, int c, char **argv);
-
-/*
- * Parse a byte count: decimal digits with an optional binary suffix
- * K, M, G, T (also Ki/KiB, Mi/MiB, ...), case-insensitive: "4096", "64K",
- * "1M", "1G", "1MiB".  "MB" is refused rather than guessed at (10^6 or 2^20?).
- * Returns 0, or -EINVAL / -ERANGE.
- */
-int parse_size(const char *s, uint64_t *out);
 
 /* Parse an unsigned integer (decimal, or 0x hex); -EINVAL / -ERANGE. */
 int parse_u64(const char *s, uint64_t *out);
