@@ -331,6 +331,15 @@ static void refill(struct tcp_peer *p)
 	}
 }
 
+/* A connection of this peer's still in its connect or handshake. */
+static bool dialling(const struct tcp_peer *p)
+{
+	for (const struct conn *c = p->conns; c; c = c->next)
+		if (c->hs != HS_READY)
+			return true;
+	return false;
+}
+
 static int tcp_post(struct rma__peer *bp, const struct rma__xfer *xf)
 {
 	struct tcp_peer *p = container_of(bp, struct tcp_peer, base);
@@ -338,10 +347,11 @@ static int tcp_post(struct rma__peer *bp, const struct rma__xfer *xf)
 	struct txe *x;
 
 	while ((c = pick(p, xf->len)) && ended(c)) {
-		/* The last ready one goes: dial its successor first, so that
-		 * the peer waits for it (CONNECTING) rather than fails (others
-		 * still in their handshake may have been closed too). */
-		if (p->nlive == 1)
+		/* The last ready one goes: unless one is on its way, dial its
+		 * successor first, so that the peer waits for it (CONNECTING)
+		 * rather than fails.  One on its way may have been closed in
+		 * its handshake too; it is replaced when it comes up ended. */
+		if (p->nlive == 1 && !dialling(p))
 			rma__tcp_conn_start(p);
 		rma__tcp_conn_kill(c, -ECONNRESET);
 	}
