@@ -20,11 +20,24 @@ static int route_state(rma_engine *e, const rma_remote *r, int *err)
 	return info.state;
 }
 
+/* A retry time old enough for the marker to go. */
+static int64_t long_ago(void)
+{
+	return rma__now_ns() - RMA__MARKER_NS - 1;
+}
+
+static void set_retry_at(rma_engine *e, struct rma__peer *p, int64_t t)
+{
+	pthread_mutex_lock(&e->mu);
+	p->retry_at = t;
+	pthread_mutex_unlock(&e->mu);
+}
+
 /* The next peer added sweeps (else at most once per second); with age,
  * every marker is old enough to go. */
 static void sweep_due(rma_engine *e, bool age)
 {
-	int64_t old = rma__now_ns() - RMA__MARKER_NS - 1;
+	int64_t old = long_ago();
 	pthread_mutex_lock(&e->mu);
 	for (struct rma__peer *p = e->peers; age && p; p = p->next)
 		if (p->state == RMA__PEER_FAILED)
@@ -103,15 +116,11 @@ int main(void)
 	for (int i = 0; i < 2; i++)
 		CHECK_EQ(fake_wait_one(e, &c, 2000), 1);
 	CHECK_EQ(fake_wait_one(e, &c, 0), 0); /* the timed-out op's is dropped */
-	pthread_mutex_lock(&e->mu);
-	p1->retry_at = rma__now_ns(); /* young again */
-	pthread_mutex_unlock(&e->mu);
+	set_retry_at(e, p1, rma__now_ns()); /* young again */
 	sweep_due(e, false);
 	CHECK_RC(put(e, lr, rem[4], 10000), 1); /* a sweep, before the age */
 	CHECK_EQ(route_state(e, rem[1], &err), RMA_PEER_FAILED);
-	pthread_mutex_lock(&e->mu);
-	p1->retry_at = rma__now_ns() - RMA__MARKER_NS - 1;
-	pthread_mutex_unlock(&e->mu);
+	set_retry_at(e, p1, long_ago());
 	CHECK_RC(put(e, lr, rem[0], 10000), 1); /* within the second */
 	CHECK_EQ(route_state(e, rem[1], &err), RMA_PEER_FAILED);
 	CHECK_EQ(fake.disconnects, 1);

@@ -30,9 +30,6 @@ static unsigned conns_of(rma_engine *e)
 	return n;
 }
 
-/* The target's connections: all closed (idle) before the deadline?  Their
- * sockets too: a killed connection's fd is closed when its watch is
- * released (the grave), a progress round later. */
 /* Every stripe through its handshake before the first pause: one left
  * in it (the put returned first) is closed by the target's handshake
  * timer and, its handshake reset, dialled again: more connections than
@@ -63,6 +60,9 @@ static void dial_unrun(rma_engine *e)
 	pthread_mutex_unlock(&e->mu);
 }
 
+/* The target's connections: all closed (idle) before the deadline?  Their
+ * sockets too: a killed connection's fd is closed when its watch is
+ * released (the grave), a progress round later. */
 static bool target_closed_all(rma_engine *t, int ms)
 {
 	struct tcp_tr *tt = container_of(t->tr[0], struct tcp_tr, base);
