@@ -402,3 +402,21 @@ struct rma_remote *test_remote_of(struct rma_region *r)
 	CHECK_RC(rma_remote_parse(tok, &rem), 0);
 	return rem;
 }
+
+void test_manual_connect(rma_engine *t, rma_engine *e, rma_region *local,
+			 rma_remote *rem)
+{
+	struct rma_op one = {.kind = RMA_OP_GET, .local = local, .remote = rem,
+			     .len = 8};
+	struct rma_completion c;
+	int got = 0;
+
+	CHECK_RC(rma_post(e, &one, 1, 5000, NULL), 1);
+	for (int i = 0; i < 2000 && !got; i++) {
+		rma_progress(t, 1);
+		rma_progress(e, 1);
+		got = rma_poll(e, &c, 1);
+	}
+	CHECK_EQ(got, 1);
+	CHECK_RC(c.result, 8);
+}

@@ -77,4 +77,10 @@ struct rma_region;
 struct rma_remote;
 struct rma_remote *test_remote_of(struct rma_region *r);
 
+/* Initiator e connects to target t, both on manual progress on this
+ * thread: an 8-byte get into local, each side progressed in turn (each
+ * one's handshake steps need the other's).  Fails the test on error. */
+void test_manual_connect(struct rma_engine *t, struct rma_engine *e,
+			 struct rma_region *local, struct rma_remote *rem);
+
 #endif

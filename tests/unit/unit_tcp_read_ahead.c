@@ -51,17 +51,7 @@ int main(void)
 	CHECK_RC(rma_region_register(e, ib, sizeof ib, 0, &ir), 0);
 	rma_remote *rem = test_remote_of(tr);
 
-	/* Connect: each side's handshake steps need the other's progress. */
-	struct rma_op one = {.kind = RMA_OP_GET, .local = ir, .remote = rem, .len = 8};
-	CHECK_RC(rma_post(e, &one, 1, 5000, NULL), 1);
-	int got = 0;
-	for (int i = 0; i < 2000 && !got; i++) {
-		rma_progress(t, 1);
-		rma_progress(e, 1);
-		got = rma_poll(e, c, 1);
-	}
-	CHECK_EQ(got, 1);
-	CHECK_RC(c[0].result, 8);
+	test_manual_connect(t, e, ir, rem);
 
 	test_fill(ib, sizeof ib, 5);
 	for (int i = 0; i < N; i++)
@@ -76,7 +66,7 @@ int main(void)
 		rma_progress(t, 0);
 	counting = false;
 	printf("%d puts of %d bytes: the target made %d reads\n", N, LEN, reads);
-	for (got = 0; got < N;) {
+	for (int got = 0; got < N;) {
 		rma_progress(e, 100);
 		rma_progress(t, 0);
 		int k = rma_poll(e, c, N);

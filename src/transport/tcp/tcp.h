@@ -45,7 +45,7 @@
 #define IOV_BATCH 64
 #define DIRECT_PAYLOAD_MAX (64u << 10) /* direct tries: not with more to come */
 #define READ_AHEAD_MAX (64u << 10) /* payloads read with the next messages */
-#define RX_LOWAT (128u << 10)      /* initiator deep in a reply: bytes per wake-up */
+#define RX_LOWAT (128u << 10)      /* deep in a lone payload: bytes per wake-up */
 #define STRIPE_SMALL 16384u      /* chunks up to this size fill one connection */
 #define STRIPE_FILL (64u << 10) /* up to this many unsent bytes */
 /* A connection quiet this long is asked whether the target has closed it
@@ -109,6 +109,8 @@ struct conn {
 				* result (a failed device copy) */
 	struct rma_region *pay_dev; /* payload lands in device memory */
 	bool paused;           /* target: reply ring full */
+	bool stream;           /* the last payload's end found the next
+				* message already come */
 
 	/* tx ring */
 	struct txe *ring;
