@@ -516,7 +516,7 @@ static int rx_parse(struct conn *c)
  * RX_LOWAT for a lone payload, whose copy out then overlaps its sending;
  * in a stream of payloads (the last one's end found the next message
  * waiting) the sender is busy anyway, and the mark is the whole rest:
- * one wake-up and one read per payload (1 MiB gets ran 1.15x, puts 1.25x
+ * one wake-up and one read per payload (1 MiB gets ran 1.15x, puts 1.27x
  * with 16 in flight; the kernel caps a mark at half the receive buffer).
  * Back to 1 before a payload's end, or a small message after it would go
  * unseen.  The kernel reports a socket short of the mark anyway when its
