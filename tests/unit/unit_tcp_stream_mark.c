@@ -3,12 +3,12 @@
  * rx_lowat).  A lone payload, nothing queued behind it, is read in marks
  * of RX_LOWAT, so that its copy out overlaps its sending.  In a stream of
  * payloads, each one's end finding the next message already come, the
- * mark is the payload's whole rest, from the second on: one wake-up and one
- * read each, until a payload's end finds nothing more.  Gets test the initiator's side, puts
- * the target's.  Both engines run manual
- * progress on this thread, so what sits in the socket when a payload ends
- * is known; setsockopt is wrapped at link time to see each mark set, and
- * the bytes must land.
+ * mark is the payload's whole rest, from the second on: one wake-up and
+ * one read each, until a payload's end finds nothing more.  Gets test the
+ * initiator's side, puts the target's.  Both engines run manual progress
+ * on this thread, so what sits in the socket when a payload ends is
+ * known; setsockopt is wrapped at link time to see each mark set, and the
+ * bytes must land.
  */
 #include <stdbool.h>
 #include <string.h>
