@@ -62,4 +62,48 @@ echo "$out" | grep -q "^2 of 3 hold by the medians; 1 of 3 hold in every run; 17
 	fail "the targets' count is wrong: $out"
 echo "$out" | grep -q "ping-pong's 8-byte p50 by run: 8\.00, 4\.00, 4\.00 us (it moved 2\.0x" ||
 	fail "the host's line is wrong: $out"
-echo "ok: ratios of medians and run by run, and the targets"
+
+# The order of a run's steps (run_order): a class at a time, each class
+# every system's first op, then every one's second in the reverse order,
+# each limit once among its class's steps; the first op alternates.
+python3 - "$SRC/bench/compare" <<'EOF' || fail "the order of a run's steps is wrong"
+import sys
+import importlib.machinery, importlib.util
+loader = importlib.machinery.SourceFileLoader("compare", sys.argv[1])
+cmp = importlib.util.module_from_spec(importlib.util.spec_from_loader("compare", loader))
+loader.exec_module(cmp)
+class System:
+    def __init__(self, name, klass):
+        self.name, self.klass = name, klass
+systems = [System(n, k) for n, k in (("rma-tcp", "tcp"), ("rma-shm", "memory"),
+                                     ("rma-ofi", "tcp"), ("ucx-tcp", "tcp"),
+                                     ("ucx-posix", "memory"), ("fi-tcp", "tcp"),
+                                     ("fi-shm", "memory"))]
+klass = {s.name: s.klass for s in systems}
+limits = [(n, None) for n in ("memcpy", "iperf3", "pingpong")]
+klass.update(cmp.LIMIT_CLASS)
+firsts = set()
+for run in range(6):
+    steps, order, ops = cmp.run_order(run, systems, limits, None, 1)
+    labels = [label for label, _ in steps]
+    want = sorted([s.name + " put" for s in systems] + [s.name + " get" for s in systems] +
+                  [n for n, _ in limits])
+    assert sorted(labels) == want, ("every step once", run, labels)
+    assert ops == (("put", "get") if run % 2 == 0 else ("get", "put")), ("ops", run, ops)
+    classes = [klass[l.split()[0]] for l in labels]
+    changes = sum(a != b for a, b in zip(classes, classes[1:]))
+    assert changes == 1, ("a class at a time", run, labels)
+    for k in ("tcp", "memory"):
+        mine = [l for l, c in zip(labels, classes) if c == k and " " in l]
+        first = [l.split()[0] for l in mine if l.endswith(ops[0])]
+        second = [l.split()[0] for l in mine if l.endswith(ops[1])]
+        assert mine == [n + " " + ops[0] for n in first] + [n + " " + ops[1] for n in second], \
+            ("every first op before every second", run, mine)
+        assert second == first[::-1], ("the second op reversed", run, mine)
+        firsts.add(first[0])
+    assert [s.name for s in order] == [l.split()[0] for l in labels
+                                       if " " in l and l.endswith(ops[0])], ("order", run)
+# shuffled: over six runs more than two systems went first in a class
+assert len(firsts) > 2, ("shuffled", firsts)
+EOF
+echo "ok: ratios of medians and run by run, the targets, and the order of a run"
