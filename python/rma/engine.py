@@ -6,6 +6,7 @@ import sys
 import enum
 import errno as _errno
 import math
+import os
 import threading
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
 
@@ -395,7 +396,9 @@ class Engine:
 
     ``transports``: a spec string ("tcp", "tcp:listen=0.0.0.0:7000") or a
     list of them (None: every available one).  ``listen``: "HOST:PORT" the
-    tcp listener binds (None: 127.0.0.1 on any port).  ``advertise``: the
+    tcp listener binds (None: 127.0.0.1 on any port); one that cannot be
+    bound (in use, on no interface here) raises :class:`RmaError` with
+    ``EADDRINUSE`` or ``EADDRNOTAVAIL``.  ``advertise``: the
     host peers should connect to (None: the listen address, or for 0.0.0.0
     and [::] the default route's interface).  ``secret``: shared
     secret peers must prove (str or bytes; None: ``RMA_SECRET`` or none).
@@ -445,7 +448,14 @@ class Engine:
         self.manual_progress = manual_progress
         self.cache_plain = cache_plain
         ptr = ctypes.c_void_p()
-        check(lib.rma_engine_create(ctypes.byref(cfg), ctypes.byref(ptr)), "creating the engine")
+        rc = lib.rma_engine_create(ctypes.byref(cfg), ctypes.byref(ptr))
+        if rc < 0:
+            # Name the listen address where it is the cause (in use, on no
+            # interface here, a privileged port); RMA_LISTEN wins, as in C.
+            at = os.environ.get("RMA_LISTEN") or listen
+            if at and -rc in (_errno.EADDRINUSE, _errno.EADDRNOTAVAIL, _errno.EACCES):
+                raise error(rc, f"creating the engine: cannot listen on {at}")
+            raise error(rc, "creating the engine")
         self._ptr = ptr.value
 
     def __enter__(self) -> "Engine":

@@ -6,6 +6,8 @@
 
 #include "core/core.h"
 
+const char rma__listen_default[] = "127.0.0.1:0";
+
 /* The documented knobs, in one place.  `rma info` prints this list. */
 RMA_EXPORT void rma_config_init(struct rma_config *cfg)
 {
@@ -86,7 +88,7 @@ int rma__config_resolve(const struct rma_config *in, struct rma_config *out)
 	if (out->flags & ~(unsigned)RMA_ENGINE_MANUAL_PROGRESS)
 		return -EINVAL;
 	if (!out->listen)
-		out->listen = "127.0.0.1:0";
+		out->listen = rma__listen_default;
 	if (!out->queue_depth)
 		out->queue_depth = 64;
 	if (!out->cq_depth)

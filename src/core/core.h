@@ -370,6 +370,9 @@ void rma__remote_unref(rma_remote *r);
 
 /* config.c */
 int rma__config_resolve(const struct rma_config *in, struct rma_config *out);
+/* The listen address a resolved config has when the caller gave none (nor
+ * RMA_LISTEN): out->listen == rma__listen_default, this very pointer. */
+extern const char rma__listen_default[];
 
 /* tspec.c */
 int rma__tspec_parse(const char *spec, size_t len, struct rma__topts *o);

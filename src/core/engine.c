@@ -50,7 +50,14 @@ static int start_one(struct rma_engine *e, const struct rma__topts *o,
 		why = "cannot start";
 	}
 	if (rc) {
-		/* Asked for by name: that is an error; else skip it. */
+		/* Asked for by name, or the listen address given is its
+		 * (start_transports): that is an error; else skip it. */
+		if (named && !o->named) {
+			rma__err("transport %s: %s, so nothing serves listen "
+				 "address %s (%s)", ops->name, why, e->p.listen,
+				 rma_strerror(rc));
+			return rc;
+		}
 		if (named) {
 			rma__err("transport %.*s: %s (%s)", (int)len, spec, why,
 				 rma_strerror(rc));
@@ -98,11 +105,16 @@ static int start_transports(struct rma_engine *e)
 	unsigned n;
 	const struct rma__transport_ops *const *reg = rma__registry(&n);
 	for (unsigned i = 0; i < n; i++) {
+		/* A listen address the caller gave is served, or the engine
+		 * fails: peers on other hosts would find no listener. */
+		bool must = e->p.listen_given && (reg[i]->caps & RMA__CAP_LISTEN);
 		memset(&o, 0, sizeof o);
 		o.ops = reg[i];
-		rc = start_one(e, &o, reg[i]->name, strlen(reg[i]->name), false);
+		rc = start_one(e, &o, reg[i]->name, strlen(reg[i]->name), must);
 		if (rc == -E2BIG)
 			break;
+		if (rc && must)
+			return rc;
 		if (rc && !first)
 			first = rc;
 	}
@@ -201,6 +213,7 @@ RMA_EXPORT int rma_engine_create(const struct rma_config *cfg, rma_engine **out)
 	rc = rma__config_resolve(cfg, &e->cfg);
 	if (rc)
 		goto fail;
+	e->p.listen_given = e->cfg.listen != rma__listen_default;
 	/* Own the strings: the caller's need not outlive this call. */
 	e->transports_str = dup_opt(e->cfg.transports);
 	e->listen_str = dup_opt(e->cfg.listen);

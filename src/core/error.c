@@ -32,6 +32,7 @@ static const struct {
 	{ENOTCONN, "peer not connected"},
 	{EBUSY, "resource busy"},
 	{EADDRINUSE, "listen address already in use"},
+	{EADDRNOTAVAIL, "listen address not available: no interface here has it"},
 	{EKEYEXPIRED, "advertisement expired"},
 	{E2BIG, "too many transport instances"},
 };

@@ -90,6 +90,11 @@ enum {
 	 * offered such a region: the CPU cannot touch it. */
 	RMA__CAP_DEVICE = 1u << 1,
 	RMA__CAP_PEER_RAW = 1u << 2, /* peer_raw answers (rma_peer_raw) */
+	/* Its listener serves rma_config.listen (tcp's).  When the caller
+	 * gives that address (rma_config.listen, RMA_LISTEN), an engine with
+	 * the default transport list does not skip this transport if it
+	 * cannot start: creating the engine fails with its error. */
+	RMA__CAP_LISTEN = 1u << 3,
 };
 
 struct rma__transport_ops {
@@ -390,6 +395,8 @@ void rma__peer_kick(struct rma__peer *p);
 
 struct rma__engine_params {
 	const char *listen;       /* rma_config.listen: tcp's default */
+	bool listen_given;        /* by the caller or RMA_LISTEN, not the
+				   * default: see RMA__CAP_LISTEN */
 	const char *advertise;    /* rma_config.advertise: tcp's default */
 	const char *secret;
 	unsigned queue_depth;

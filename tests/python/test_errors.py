@@ -30,6 +30,30 @@ class Errors(unittest.TestCase):
             rma.Engine(transports="tcp", listen="not an address")
         self.assertEqual(cm.exception.errno, errno.EINVAL)
 
+    def test_listen_refused(self):
+        # A listen address that cannot be served fails the engine, also
+        # with every transport (where one that cannot start is skipped).
+        import os
+        import socket
+        os.environ.pop("RMA_LISTEN", None)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            s.listen(1)
+            busy = "127.0.0.1:%d" % s.getsockname()[1]
+            for transports in (None, "tcp"):
+                with self.assertRaises(rma.RmaError) as cm:
+                    rma.Engine(listen=busy, transports=transports)
+                self.assertEqual(cm.exception.errno, errno.EADDRINUSE)
+                self.assertIn(busy, str(cm.exception))
+        with self.assertRaises(rma.RmaError) as cm:
+            rma.Engine(listen="192.0.2.1:0")  # TEST-NET-1: on no interface
+        self.assertEqual(cm.exception.errno, errno.EADDRNOTAVAIL)
+        self.assertIn("192.0.2.1:0", str(cm.exception))
+        with rma.Engine(listen="127.0.0.1:0"):
+            pass
+        with rma.Engine():
+            pass
+
     def test_closed_engine(self):
         e = rma.Engine(transports="tcp")
         e.close()

@@ -56,7 +56,9 @@ static void usage(FILE *f)
 		"  -t, --transport LIST     transports to offer, e.g. tcp or tcp,shm, each\n"
 		"                           with options: tcp:listen=0.0.0.0:7000 (default: all)\n"
 		"  -l, --listen HOST:PORT   tcp listen address; 0.0.0.0:PORT or [::]:PORT for\n"
-		"                           every address (default 127.0.0.1:0, or RMA_LISTEN)\n"
+		"                           every address (default 127.0.0.1:0, or RMA_LISTEN);\n"
+		"                           one that cannot be bound (in use, no such\n"
+		"                           interface) stops the target with status 1\n"
 		"      --advertise HOST     the address peers should connect to (default: the\n"
 		"                           listen address; for 0.0.0.0 or [::], an up\n"
 		"                           interface's, the default route's first; or\n"
@@ -258,6 +260,21 @@ static int serve(const struct target_args *a, int sig_fd, rma_engine *e,
 	return rc < 0 ? EXIT_RUNTIME : EXIT_OK;
 }
 
+/* The engine could not be created: say why, naming the listen address
+ * when it is the cause (in use, on no interface here, a privileged port). */
+static int engine_fail(const struct rma_config *cfg, int rc)
+{
+	const char *at = cfg->listen ? cfg->listen : getenv("RMA_LISTEN");
+
+	if (at && *at && (rc == -EADDRINUSE || rc == -EADDRNOTAVAIL ||
+			  rc == -EACCES))
+		return tool_fail("target", EXIT_RUNTIME, "cannot listen on %s: %s",
+				 at, rc == -EACCES ? strerror(EACCES)
+						   : rma_strerror(rc));
+	return tool_fail("target", EXIT_RUNTIME, "creating the engine: %s",
+			 rma_strerror(rc));
+}
+
 int cmd_target(int argc, char **argv)
 {
 	struct target_args a;
@@ -293,8 +310,7 @@ int cmd_target(int argc, char **argv)
 		rma_region *r = NULL;
 		rc = rma_engine_create(&cfg, &e);
 		if (rc < 0)
-			return tool_fail("target", EXIT_RUNTIME, "creating the engine: %s",
-					 rma_strerror(rc));
+			return engine_fail(&cfg, rc);
 		rc = rma_region_alloc(e, (size_t)a.size, a.access, &r, &p);
 		if (rc < 0) {
 			rma_engine_destroy(e);
@@ -318,8 +334,7 @@ int cmd_target(int argc, char **argv)
 	rc = rma_engine_create(&cfg, &e);
 	if (rc < 0) {
 		buffer_free(buf, (size_t)a.size);
-		return tool_fail("target", EXIT_RUNTIME, "creating the engine: %s",
-				 rma_strerror(rc));
+		return engine_fail(&cfg, rc);
 	}
 	rc = serve(&a, sig_fd, e, buf, NULL);
 	rma_engine_destroy(e);

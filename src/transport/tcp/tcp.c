@@ -436,7 +436,8 @@ const struct rma__transport_ops rma__tcp_ops = {
 	.name = "tcp",
 	.level = RMA_LEVEL_TCP,
 	.wire_id = 1,
-	.caps = RMA__CAP_DEVICE, /* staged through host memory (conn.c) */
+	/* DEVICE: staged through host memory (conn.c) */
+	.caps = RMA__CAP_DEVICE | RMA__CAP_LISTEN,
 	.options = tcp_options,
 	.probe = tcp_probe,
 	.init = tcp_init,
