@@ -15,7 +15,8 @@
 #                       --transport/--initiators; not part of make test
 #   make install        install under PREFIX (default /usr/local); DESTDIR works:
 #                       the tool, librma.so, rma.h, rma.pc, rma(1), rma(3) and
-#                       the Python package (into PYTHONDIR, below)
+#                       the Python package (into PYTHONDIR, below), each
+#                       working without ldconfig or LD_LIBRARY_PATH
 #   make clean          remove every build folder
 #
 # Every target that needs packages runs scripts/deps.sh first.
@@ -35,13 +36,14 @@ TSAN_CC      ?= clang
 SOAK_SECONDS ?= 300
 SOAK_ARGS    ?=
 PYTHON       ?= python3
-# Where the Python package goes, after Debian's convention: PREFIX=/usr
-# (distribution packages) in /usr/lib/python3/dist-packages; /usr/local in
+# Where the Python package goes (cmake/install_python.cmake), after
+# Debian's convention: PREFIX=/usr (distribution packages) in
+# /usr/lib/python3/dist-packages; /usr/local in
 # /usr/local/lib/python3.X/dist-packages, which Debian's python3 searches;
 # any other prefix in PREFIX/lib/python3.X/site-packages (for $HOME/.local,
-# the user site python3 searches).  Else set PYTHONDIR, or use PYTHONPATH.
-PYVER         = $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null || echo 3)
-PYTHONDIR    ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python$(PYVER)/$(if $(filter /usr/local,$(PREFIX)),dist,site)-packages)
+# the user site python3 searches), 3.X that of $(PYTHON).  Else set
+# PYTHONDIR (relative: to PREFIX), or use PYTHONPATH.
+PYTHONDIR    ?=
 
 MAKEFLAGS += --no-print-directory
 
@@ -121,18 +123,15 @@ soak: build
 	$(BUILD)/tests/rma_soak --seconds $(SOAK_SECONDS) $(SOAK_ARGS)
 
 # rma.pc records the prefix at configure time, so configure with it too.
+# The prefix also decides whether rma gets an RPATH ($ORIGIN/../lib, for a
+# libdir the loader does not search: tools/rma/CMakeLists.txt).  The Python
+# package finds the librma of its prefix (cmake/install_python.cmake).
 install: deps
-	cmake -S . -B $(BUILD) -DRMA_WERROR=ON -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_ARGS)
+	cmake -S . -B $(BUILD) -DRMA_WERROR=ON -DCMAKE_INSTALL_PREFIX=$(PREFIX) \
+		-DRMA_PYTHONDIR=$(PYTHONDIR) \
+		-DPython3_EXECUTABLE=$$(command -v $(PYTHON) || echo $(PYTHON)) $(CMAKE_ARGS)
 	cmake --build $(BUILD) -j $(JOBS)
 	cmake --install $(BUILD) --prefix $(PREFIX)
-	install -d $(DESTDIR)$(PYTHONDIR)/rma
-	install -m 644 python/rma/*.py python/rma/py.typed $(DESTDIR)$(PYTHONDIR)/rma/
-	@# The package finds the library where it was installed, ldconfig or not.
-	libdir=$$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' $(BUILD)/CMakeCache.txt); \
-	case $$libdir in /*) ;; *) libdir=$(PREFIX)/$$libdir ;; esac; \
-	printf '"""Written by make install."""\nLIBRARY = "%s"\n' "$$libdir/librma.so.0" \
-		>$(DESTDIR)$(PYTHONDIR)/rma/_install.py
-	@echo "Python package: $(PYTHONDIR)/rma"
 	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
 
 clean:

@@ -5,7 +5,9 @@ The library is looked for, in order:
 1. ``RMA_LIBRARY``: a path to ``librma.so`` (or ``librma.so.0``);
 2. next to this package (``rma/librma.so.0`` or ``rma/librma.so``), for a
    package shipped together with its library;
-3. the library directory recorded by ``make install`` (``_install.py``);
+3. the library of the package's own prefix, which ``make install`` (or
+   ``cmake --install``) records relative to the package (``_install.py``),
+   so that a moved or copied prefix still finds it;
 4. the build tree of a source checkout: ``python/rma`` -> ``build/librma.so``
    (``RMA_BUILD`` names another build folder);
 5. the system's search path (``ldconfig``, ``LD_LIBRARY_PATH``).
