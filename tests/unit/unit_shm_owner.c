@@ -28,14 +28,35 @@
  *          between them longer than any spin: each side sleeps, and each
  *          request and answer must ring the other awake (else every op waits
  *          out a sleep of up to a second).
+ *   map    MAP with a read-only, a write-only, a sub-window grant's key, or
+ *          another region's: no fd; with a whole-region read-write key: the
+ *          file.  An engine's ops through the lesser tokens are right and
+ *          map nothing.
+ *   reap   initiators cut off while alive, then gone: their rows' pidfds
+ *          are closed with no later HELLO.
+ *   admit  one process's flood of silent connections: the owner holds few
+ *          fds for it, and another initiator connects at once.
+ *   emfile out of fds with no handshake to shed: the listener pauses
+ *          instead of spinning, and listens again.
+ *   rows_cap  one live process leaving quarantined rows again and again
+ *          takes a few, not all: another process still gets one.
+ *   drain  a region with several grants, each with a stalled row: release
+ *          waits drain_ms in all, not per grant.
  */
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -176,6 +197,20 @@ static int case_unmap(bool then_map)
 	return 0;
 }
 
+/* In a child of the owner's process (elsewhere): the parent runs the
+ * owner's progress, the child only waits for its socket. */
+static bool elsewhere;
+
+static void wait_owner(rma_engine *a, int c)
+{
+	struct pollfd pf = {.fd = c, .events = POLLIN};
+
+	if (!elsewhere)
+		rma_progress(a, 1);
+	else
+		poll(&pf, 1, 10);
+}
+
 /* The owner's next message on c, driving its progress; 1, or what
  * rma__shm_recv said (-ECONNRESET: closed). */
 static int recv_msg(rma_engine *a, int c, struct shm_msg *m, int *fd)
@@ -185,14 +220,15 @@ static int recv_msg(rma_engine *a, int c, struct shm_msg *m, int *fd)
 
 	while ((rc = rma__shm_recv(c, m, fd)) == 0) {
 		CHECKF(test_now_ms() - t0 < 5000, "owner silent");
-		rma_progress(a, 1);
+		wait_owner(a, c);
 	}
 	return rc;
 }
 
-/* A raw initiator: connect, the secret handshake, HELLO; *row from WELCOME
- * (and the table's fd in *tfd_out, else it is closed). */
-static int raw_connect_fd(rma_engine *a, int *row, int *tfd_out)
+/* A raw initiator: connect, the secret handshake, HELLO; WELCOME's status
+ * in *status, and if 0 *row (and the table's fd in *tfd_out, else it is
+ * closed). */
+static int raw_hello(rma_engine *a, int *status, int *row, int *tfd_out)
 {
 	const struct rma__engine_params *ep = rma__engine_params(a);
 	struct sockaddr_un sun;
@@ -204,7 +240,8 @@ static int raw_connect_fd(rma_engine *a, int *row, int *tfd_out)
 
 	c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	CHECK(c >= 0);
-	socklen_t sl = rma__shm_sockname((uint32_t)getpid(), ep->engine_id, &sun);
+	socklen_t sl = rma__shm_sockname((uint32_t)(elsewhere ? getppid() : getpid()),
+					 ep->engine_id, &sun);
 	CHECK(connect(c, (struct sockaddr *)&sun, sl) == 0);
 	rma__setup_key(ep->secret, key);
 	struct rma__setup_params sp = {
@@ -214,21 +251,33 @@ static int raw_connect_fd(rma_engine *a, int *row, int *tfd_out)
 	CHECK_RC(rma__setup_init(&su, c, false, &sp), 0);
 	while ((rc = rma__setup_run(&su)) == -EINPROGRESS) {
 		CHECKF(test_now_ms() - t0 < 5000, "handshake stalled");
-		rma_progress(a, 1);
+		wait_owner(a, c);
 	}
 	CHECK_RC(rc, 0);
 	CHECK_RC(rma__shm_send(c, &m, -1), 0);
 	CHECK_RC(recv_msg(a, c, &m, &tfd), 1);
 	CHECK(m.type == SHM_WELCOME);
+	*status = m.status;
+	if (m.status) {
+		CHECK(tfd < 0);
+		return c;
+	}
 	CHECKF(m.c & SHM_FEAT_RING, "WELCOME does not say the owner serves rings");
 	CHECKF(m.c & SHM_FEAT_STAGE, "WELCOME does not say the row has a stage");
-	CHECK_RC(m.status, 0);
 	CHECK(tfd >= 0 && m.b < SHM_ROWS);
 	if (tfd_out)
 		*tfd_out = tfd;
 	else
 		close(tfd);
 	*row = (int)m.b;
+	return c;
+}
+
+static int raw_connect_fd(rma_engine *a, int *row, int *tfd_out)
+{
+	int status, c = raw_hello(a, &status, row, tfd_out);
+
+	CHECK_RC(status, 0);
 	return c;
 }
 
@@ -714,6 +763,486 @@ static int case_ring_bell(void)
 	return 0;
 }
 
+/* ---- the attacks of issue 43 ---- */
+
+static rma_engine *owner_with(const char *transports)
+{
+	struct rma_config cfg;
+	rma_engine *e;
+
+	rma_config_init(&cfg);
+	cfg.transports = transports;
+	cfg.flags = RMA_ENGINE_MANUAL_PROGRESS;
+	CHECK_RC(rma_engine_create(&cfg, &e), 0);
+	return e;
+}
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	int n = 0;
+
+	CHECK(d);
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n - 3; /* ".", ".." and d's own */
+}
+
+/* fn(a, arg) in a child process while a's progress runs here: its exit
+ * status. */
+static int in_child(rma_engine *a, int (*fn)(rma_engine *, void *), void *arg)
+{
+	int64_t t0 = test_now_ms();
+	pid_t pid;
+	int st;
+
+	fflush(stdout);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		elsewhere = true;
+		fflush(stdout);
+		_exit(fn(a, arg));
+	}
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		CHECKF(test_now_ms() - t0 < 20000, "child %d stuck", (int)pid);
+		rma_progress(a, 1);
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* HELLO, then a bad message: the owner closes the connection while the
+ * process lives, so the row stays quarantined until it exits. */
+static void hello_then_bad(rma_engine *a, int *status)
+{
+	struct shm_msg m = {.type = 99};
+	int row, fd, c = raw_hello(a, status, &row, NULL);
+
+	if (!*status) {
+		CHECK_RC(rma__shm_send(c, &m, -1), 0);
+		CHECK_RC(recv_msg(a, c, &m, &fd), -ECONNRESET);
+	}
+	close(c);
+}
+
+static int child_cut(rma_engine *a, void *arg)
+{
+	int status;
+
+	hello_then_bad(a, &status);
+	CHECK_RC(status, 0);
+	return 0; /* exits with its row quarantined */
+}
+
+/* Initiators cut off while alive, then gone: their rows and pidfds come
+ * back with no HELLO to walk past them. */
+static int case_reap(void)
+{
+	rma_engine *a = owner();
+	int n0 = count_fds(), n;
+	int64_t t0;
+
+	for (int i = 0; i < 5; i++)
+		CHECK_RC(in_child(a, child_cut, NULL), 0);
+	t0 = test_now_ms();
+	while ((n = count_fds()) > n0 && test_now_ms() - t0 < 3000)
+		rma_progress(a, 10);
+	printf("reap: %d fds before, %d after 5 initiators cut off and gone "
+	       "(%lld ms)\n", n0, n, (long long)(test_now_ms() - t0));
+	CHECKF(n == n0, "%d pidfds of exited initiators kept", n - n0);
+	rma_engine_destroy(a);
+	return 0;
+}
+
+static int child_row(rma_engine *a, void *arg)
+{
+	int status;
+
+	hello_then_bad(a, &status);
+	CHECKF(!status, "a second process got no row: %s", strerror(-status));
+	return 0;
+}
+
+/* One live process says HELLO, then something bad, again and again: each
+ * row it leaves is quarantined while it lives.  It must not take them
+ * all: another process still gets one. */
+static int case_rows_cap(void)
+{
+	rma_engine *a = owner();
+	int got = 0, status;
+
+	for (unsigned i = 0; i < SHM_ROWS; i++) {
+		hello_then_bad(a, &status);
+		if (status)
+			CHECK_RC(status, -EUSERS);
+		else
+			got++;
+	}
+	printf("rows_cap: one process took %d of %u rows\n", got, SHM_ROWS);
+	CHECKF(got < (int)SHM_ROWS / 4, "one process took %d rows", got);
+	CHECK_RC(in_child(a, child_row, NULL), 0);
+	rma_engine_destroy(a);
+	return 0;
+}
+
+/* A process stalls one row on each of a region's grants: releasing the
+ * region waits drain_ms once, not once per grant. */
+#define DRAIN_MS 300
+#define DRAIN_GRANTS 6
+static int case_drain(void)
+{
+	rma_engine *a = owner_with("shm:drain_ms=300");
+	char tok[RMA_ADVERTISEMENT_TEXT_MAX];
+	char *buf = test_alloc(DRAIN_GRANTS * 4096);
+	struct raw x[DRAIN_GRANTS];
+	struct shm_msg m;
+	rma_region *r;
+	int fd;
+
+	CHECK_RC(rma_region_register(a, buf, DRAIN_GRANTS * 4096,
+				     RMA_ACCESS_REMOTE_RW, &r), 0);
+	for (int i = 0; i < DRAIN_GRANTS; i++) {
+		uint64_t key;
+		CHECK_OK(rma_advertise_text(r, (uint64_t)i * 4096, 4096, 0, tok,
+					    sizeof tok));
+		raw_open(a, &x[i]);
+		uint32_t slot = slot_of(&x[i], buf + i * 4096, &key);
+		atomic_store(&x[i].r->cur, (uint64_t)slot + 1); /* stalled */
+	}
+	int64_t t0 = test_now_ms();
+	CHECK_RC(rma_region_release(r), 0);
+	int64_t ms = test_now_ms() - t0;
+	printf("drain: release of %d grants, each with a stalled row: %lld ms "
+	       "(drain_ms %d)\n", DRAIN_GRANTS, (long long)ms, DRAIN_MS);
+	CHECKF(ms >= DRAIN_MS - 50, "release did not wait for the stalled rows");
+	CHECKF(ms < 2 * DRAIN_MS, "release took %lld ms: drain_ms per grant",
+	       (long long)ms);
+	for (int i = 0; i < DRAIN_GRANTS; i++) {
+		CHECK_RC(recv_msg(a, x[i].c, &m, &fd), -ECONNRESET);
+		raw_close(&x[i]);
+	}
+	test_free(buf, DRAIN_GRANTS * 4096);
+	rma_engine_destroy(a);
+	return 0;
+}
+
+/* The slot of the grant over [addr, addr + len) with access exactly acc. */
+static uint32_t slot_find(const struct raw *x, const void *addr, uint64_t len,
+			  unsigned acc, uint64_t *key, uint32_t *region)
+{
+	for (uint32_t i = 0; i < SHM_SLOTS; i++) {
+		const struct shm_slot *s = shm_slot_at(x->tab, i);
+		if (atomic_load(&s->key) && s->addr == (uintptr_t)addr &&
+		    s->len == len && s->access == acc) {
+			*key = atomic_load(&s->key);
+			*region = s->region_id;
+			return i;
+		}
+	}
+	CHECKF(0, "no grant over %p+%llu in the table", addr,
+	       (unsigned long long)len);
+	return 0;
+}
+
+/* MAP region with key: MAPPED's status, its fd in *fd (or -1). */
+static int map_ask(rma_engine *a, struct raw *x, uint32_t region, uint64_t key,
+		   int *fd)
+{
+	struct shm_msg m = {.type = SHM_MAP, .a = region, .b = key};
+
+	*fd = -1;
+	CHECK_RC(rma__shm_send(x->c, &m, -1), 0);
+	CHECK_RC(recv_msg(a, x->c, &m, fd), 1);
+	CHECK(m.type == SHM_MAPPED && m.a == region);
+	return m.status;
+}
+
+/* What a grant's key buys by MAP: nothing but a mapping that grants only
+ * what the key names.  The fd goes; is it writable, what did a write do? */
+static void map_refused(rma_engine *a, struct raw *x, const char *what,
+			char *p, uint64_t len, unsigned acc, uint32_t *rid_out)
+{
+	uint64_t key;
+	uint32_t rid;
+	int fd;
+
+	slot_find(x, p, len, acc, &key, &rid);
+	int st = map_ask(a, x, rid, key, &fd);
+	if (fd >= 0) {
+		char *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+		bool wrote = false;
+		if (w != MAP_FAILED) {
+			w[0] ^= 0x5a; /* outside a sub-window's window */
+			wrote = p[0] == w[0];
+			w[0] ^= 0x5a;
+			munmap(w, 4096);
+		}
+		close(fd);
+		CHECKF(0, "MAP with a %s grant's key: its memfd (status %d), "
+		       "%s", what, st, wrote ? "writable: the owner's byte changed"
+					     : "not writable");
+	}
+	printf("map: a %s grant's key: %s\n", what, strerror(-st));
+	CHECK_RC(st, -EACCES);
+	if (rid_out)
+		*rid_out = rid;
+}
+
+static int op_with(rma_engine *a, rma_engine *b, rma_region *l, unsigned kind,
+		   const char *tok, uint64_t len)
+{
+	struct rma_completion c;
+	rma_remote *rem;
+	int64_t t0 = test_now_ms();
+	int n = 0;
+
+	CHECK_RC(rma_remote_parse(tok, &rem), 0);
+	struct rma_op op = {.kind = kind, .local = l, .remote = rem, .len = len};
+	CHECK_RC(rma_post(b, &op, 1, 10000, NULL), 1);
+	while (n == 0) {
+		CHECKF(test_now_ms() - t0 < 15000, "op never completed");
+		rma_progress(a, 0);
+		rma_progress(b, 0);
+		n = rma_poll(b, &c, 1);
+	}
+	rma_remote_free(rem);
+	return (int)c.result;
+}
+
+/* A memfd region's MAP: only a whole-region read-write grant's key buys
+ * the file (a mapping of anything less would write, or read, past what
+ * the key names), and only a key of that region buys its file.  Ops
+ * through the other tokens go through the ring, which the owner checks. */
+static int case_map(void)
+{
+	rma_engine *a = owner(), *b = owner();
+	char ro[RMA_ADVERTISEMENT_TEXT_MAX], sub[RMA_ADVERTISEMENT_TEXT_MAX];
+	char rw[RMA_ADVERTISEMENT_TEXT_MAX];
+	const uint64_t len = 64 << 10;
+	char *buf = test_alloc(4096);
+	rma_region *r, *r2, *l;
+	void *pv, *p2;
+	uint32_t rid, rid2;
+	uint64_t key;
+	struct raw x;
+	int fd;
+
+	CHECK_RC(rma_region_alloc(a, len, RMA_ACCESS_REMOTE_RW, &r, &pv), 0);
+	CHECK_RC(rma_region_alloc(a, 4096, RMA_ACCESS_REMOTE_RW, &r2, &p2), 0);
+	char *p = pv;
+	test_fill(p, len, 1);
+	CHECK_OK(rma_advertise_text(r, 0, 0, RMA_ACCESS_REMOTE_READ, ro, sizeof ro));
+	CHECK_OK(rma_advertise_text(r, 4096, 4096, 0, sub, sizeof sub));
+	CHECK_OK(rma_advertise_text(r, 0, 0, RMA_ACCESS_REMOTE_WRITE, rw, sizeof rw));
+	CHECK_OK(rma_advertise_text(r, 0, 0, 0, rw, sizeof rw));
+	CHECK_OK(rma_advertise_text(r2, 0, 0, 0, rw, sizeof rw));
+
+	raw_open(a, &x);
+	map_refused(a, &x, "read-only", p, len, RMA_ACCESS_REMOTE_READ, &rid);
+	map_refused(a, &x, "sub-window", p + 4096, 4096, RMA_ACCESS_REMOTE_RW, NULL);
+	map_refused(a, &x, "write-only", p, len, RMA_ACCESS_REMOTE_WRITE, NULL);
+	/* Another region's key, naming this region. */
+	slot_find(&x, p2, 4096, RMA_ACCESS_REMOTE_RW, &key, &rid2);
+	CHECK(rid2 != rid);
+	int st = map_ask(a, &x, rid, key, &fd);
+	CHECKF(fd < 0, "MAP of region %u with region %u's key: its memfd", rid, rid2);
+	CHECK_RC(st, -EKEYREJECTED);
+	/* The whole region, read-write: the file. */
+	slot_find(&x, p, len, RMA_ACCESS_REMOTE_RW, &key, &rid);
+	CHECK_RC(map_ask(a, &x, rid, key, &fd), 0);
+	CHECK(fd >= 0);
+	close(fd);
+	raw_close(&x);
+
+	/* An engine's ops through the lesser tokens: right, and no mapping. */
+	CHECK_RC(rma_region_register(b, buf, 4096, 0, &l), 0);
+	CHECK_RC(op_with(a, b, l, RMA_OP_GET, ro, 4096), 4096);
+	CHECK(test_check_fill(buf, 4096, 1) < 0);
+	test_fill(buf, 4096, 2);
+	CHECK_RC(op_with(a, b, l, RMA_OP_PUT, sub, 4096), 4096);
+	CHECK(!memcmp(p + 4096, buf, 4096));
+	CHECK_RC(op_with(a, b, l, RMA_OP_GET, ro, 64), 64);
+	CHECKF(other_maps(p) == 0, "ops through read-only and sub-window tokens "
+	       "mapped the region (%d mappings)", other_maps(p));
+	CHECK_OK(rma_advertise_text(r, 0, 0, 0, rw, sizeof rw));
+	CHECK_RC(op_with(a, b, l, RMA_OP_PUT, rw, 4096), 4096);
+	CHECKF(other_maps(p) == 1, "a read-write token's put did not map the "
+	       "region (%d mappings)", other_maps(p));
+	CHECK(!memcmp(p, buf, 4096));
+	printf("map: ops through read-only and sub-window tokens unmapped, a "
+	       "read-write token's mapped\n");
+	rma_region_release(l);
+	rma_region_release(r);
+	rma_region_release(r2);
+	rma_engine_destroy(b);
+	rma_engine_destroy(a);
+	test_free(buf, 4096);
+	return 0;
+}
+
+/* A flood of silent connections from one process, then an owner out of
+ * fds: it holds few of the flood's, admits another process at once, and
+ * does not spin on a listener it cannot accept from. */
+#define FLOOD_CONNS 1100
+static int flood_child(int fd_ready, int fd_go, uint32_t pid, uint64_t id,
+		       int n)
+{
+	struct sockaddr_un sun;
+	socklen_t sl = rma__shm_sockname(pid, id, &sun);
+	char ch;
+	int64_t t0 = test_now_ms();
+
+	if (read(fd_go, &ch, 1) != 1)
+		return 1;
+	for (int i = 0; i < n && test_now_ms() - t0 < 20000;) {
+		int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (c < 0)
+			return 2;
+		if (!connect(c, (struct sockaddr *)&sun, sl)) {
+			i++;
+			continue;
+		}
+		close(c);
+		if (errno != EAGAIN)
+			return 3;
+		test_sleep_ms(1);
+	}
+	if (write(fd_ready, "r", 1) != 1)
+		return 4;
+	pause();
+	return 0;
+}
+
+static pid_t flood_start(rma_engine *a, int n, int *ready, int *go)
+{
+	int p1[2], p2[2];
+	pid_t pid;
+
+	CHECK(!pipe2(p1, O_CLOEXEC) && !pipe2(p2, O_CLOEXEC));
+	fflush(stdout);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		close(p1[0]);
+		close(p2[1]);
+		_exit(flood_child(p1[1], p2[0], (uint32_t)getppid(),
+				  rma__engine_params(a)->engine_id, n));
+	}
+	close(p1[1]);
+	close(p2[0]);
+	*ready = p1[0];
+	*go = p2[1];
+	return pid;
+}
+
+static void flood_end(pid_t pid, int ready, int go)
+{
+	int st;
+
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	close(ready);
+	close(go);
+}
+
+static int case_admit(void)
+{
+	rma_engine *a = owner();
+	struct rlimit rl;
+	int ready, go, n0, n, row;
+	int64_t t0;
+
+	/* A process floods the listener with connections that say nothing. */
+	CHECK(!getrlimit(RLIMIT_NOFILE, &rl));
+	int conns = RMA_MIN(FLOOD_CONNS, (int)rl.rlim_cur - 64);
+	n0 = count_fds();
+	pid_t pid = flood_start(a, conns, &ready, &go);
+	CHECK(write(go, "g", 1) == 1);
+	t0 = test_now_ms();
+	for (;;) {
+		struct pollfd pf = {.fd = ready, .events = POLLIN};
+		CHECKF(test_now_ms() - t0 < 25000, "the flood never ended");
+		rma_progress(a, 0);
+		if (poll(&pf, 1, 0) == 1)
+			break;
+	}
+	n = count_fds() - n0 - 2; /* our ends of the pipes */
+	t0 = test_now_ms();
+	int c = raw_connect(a, &row);
+	int64_t ms = test_now_ms() - t0;
+	printf("admit: %d silent connections from one process: the owner holds "
+	       "%d fds for them; another initiator connected in %lld ms\n",
+	       conns, n, (long long)ms);
+	CHECKF(n <= 16, "the owner holds %d fds for one process's silent "
+	       "connections", n);
+	CHECKF(ms < 1000, "an initiator waited %lld ms behind a flood",
+	       (long long)ms);
+	close(c);
+	flood_end(pid, ready, go);
+	rma_engine_destroy(a);
+	return 0;
+}
+
+/* This process's CPU time, with no fd to open. */
+static int64_t cpu_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Out of fds, with no handshake to shed: the listener pauses, and
+ * listens again once fds are back. */
+static int case_emfile(void)
+{
+	rma_engine *a = owner();
+	struct rlimit rl;
+	int ready, go, row, c;
+	int64_t t0;
+
+	CHECK(!getrlimit(RLIMIT_NOFILE, &rl));
+	pid_t pid = flood_start(a, 1, &ready, &go);
+	struct rlimit low = rl;
+	low.rlim_cur = (rlim_t)count_fds() + 32;
+	CHECK(!setrlimit(RLIMIT_NOFILE, &low));
+	int dups[64], nd = 0;
+	while (nd < 64 && (dups[nd] = dup(0)) >= 0)
+		nd++;
+	CHECK(nd < 64 && errno == EMFILE);
+	CHECK(write(go, "g", 1) == 1);
+	for (;;) { /* the child's connection waits in the backlog */
+		struct pollfd pf = {.fd = ready, .events = POLLIN};
+		if (poll(&pf, 1, 10) == 1)
+			break;
+	}
+	int calls = 0;
+	int64_t cpu0 = cpu_ms();
+	t0 = test_now_ms();
+	while (test_now_ms() - t0 < 1000) {
+		rma_progress(a, 50);
+		calls++;
+	}
+	int64_t cpu = cpu_ms() - cpu0;
+	printf("admit: out of fds, 1 s of progress with 50 ms sleeps: %d rounds, "
+	       "%lld ms of CPU\n", calls, (long long)cpu);
+	while (nd)
+		close(dups[--nd]);
+	CHECK(!setrlimit(RLIMIT_NOFILE, &rl));
+	CHECKF(calls < 200, "the listener spun: %d rounds in 1 s", calls);
+	t0 = test_now_ms();
+	c = raw_connect(a, &row);
+	printf("admit: fds again: an initiator connected in %lld ms\n",
+	       (long long)(test_now_ms() - t0));
+	close(c);
+	flood_end(pid, ready, go);
+	rma_engine_destroy(a);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *c = argc > 1 ? argv[1] : "";
@@ -736,6 +1265,19 @@ int main(int argc, char **argv)
 		return case_ring_gone();
 	if (!strcmp(c, "ring_bell"))
 		return case_ring_bell();
-	fprintf(stderr, "usage: %s rows | unmap | mapped | ring | ring_gone | ring_bell\n", argv[0]);
+	if (!strcmp(c, "map"))
+		return case_map();
+	if (!strcmp(c, "reap"))
+		return case_reap();
+	if (!strcmp(c, "admit"))
+		return case_admit();
+	if (!strcmp(c, "emfile"))
+		return case_emfile();
+	if (!strcmp(c, "rows_cap"))
+		return case_rows_cap();
+	if (!strcmp(c, "drain"))
+		return case_drain();
+	fprintf(stderr, "usage: %s rows | unmap | mapped | ring | ring_gone | "
+		"ring_bell | map | reap | admit | emfile | rows_cap | drain\n", argv[0]);
 	return 1;
 }

@@ -127,24 +127,37 @@ static int row_get(struct shm_tr *st, struct shm_srv *s)
 	return -EUSERS;
 }
 
-/* A memfd only to a peer that holds a live key of that region: MAP is
- * answered when the answer goes, so a region released meanwhile is refused. */
+/* A memfd only to a peer that holds a live key of that region granting
+ * all of it, read and write: the file maps all of it for both, and a
+ * read-only fd is reopened read-write through /proc by whoever holds it.
+ * MAP is answered when the answer goes, so a region released meanwhile
+ * is refused. */
 static int srv_send(struct shm_srv *s, const struct shm_msg *q)
 {
-	struct shm_msg m = {.type = SHM_MAPPED, .a = q->a};
+	struct shm_msg m = {.type = SHM_MAPPED, .a = q->a,
+			    .status = -EKEYREJECTED};
+	struct rma_engine *e = s->st->e;
 	struct rma_region *kr = NULL;
+	struct shm_reg *g = s->st->regs;
 	char *addr;
 
 	if (q->type != SHM_MAP)
 		return rma__shm_send(s->w.fd, q, -1);
-	if (rma__target_lookup(s->st->e, q->b, 0, 0, 0, &addr, &kr, NULL))
-		kr = NULL;
-	for (struct shm_reg *g = s->st->regs; g && kr; g = g->next)
-		if (g->id == q->a && g->r == kr) {
-			m.b = rma__region_len(g->r);
+	while (g && g->id != q->a)
+		g = g->next;
+	/* Released meanwhile, or not a key of this region: refused. */
+	if (g && !rma__target_lookup(e, q->b, 0, 0, 0, &addr, &kr, NULL) &&
+	    kr == g->r) {
+		uint64_t len = rma__region_len(g->r);
+		m.status = -EACCES; /* a window or access less than the file's */
+		if (!rma__target_lookup(e, q->b, 0, len, RMA_ACCESS_REMOTE_RW,
+					&addr, &kr, NULL) &&
+		    addr == rma__region_addr(g->r)) {
+			m.status = 0;
+			m.b = len;
 			return rma__shm_send(s->w.fd, &m, rma__region_fd(g->r));
 		}
-	m.status = -EKEYREJECTED; /* released meanwhile, or not this key's */
+	}
 	return rma__shm_send(s->w.fd, &m, -1);
 }
 

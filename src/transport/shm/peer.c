@@ -348,10 +348,12 @@ static int cma(struct shm_peer *p, unsigned kind, char *l, uint64_t raddr,
 
 /* The memfd path: the region mapped here, asked for on first use. */
 static int via_map(struct shm_peer *p, const struct shm_slot *s, uint64_t key,
-		   char **dst, uint64_t raddr, uint64_t len)
+		   uint64_t region_len, char **dst, uint64_t raddr, uint64_t len)
 {
 	struct shm_map *mp = map_find(p, s->region_id);
 
+	if (!mp && !shm_mappable(s, region_len))
+		return 1; /* the owner would refuse: copy by cma */
 	if (!mp) {
 		mp = map_find(p, 0);
 		if (!mp) { /* full: drop one that is not pending */
@@ -396,8 +398,7 @@ static int move(struct shm_peer *p, const struct rma__xfer *x)
 	/* ad_parse validated the blob; only its slot is needed here. */
 	if (!rk->raw || rk->raw_len != SHM_BLOB_LEN)
 		return -EKEYREJECTED;
-	slot = (uint32_t)rk->raw[4] | (uint32_t)rk->raw[5] << 8 |
-	       (uint32_t)rk->raw[6] << 16 | (uint32_t)rk->raw[7] << 24;
+	slot = (uint32_t)shm_raw_le(rk->raw, SHM_RAW_SLOT, 4);
 	if (slot >= SHM_SLOTS)
 		return -EKEYREJECTED; /* an engine address names no window */
 	if (staged) {
@@ -416,7 +417,9 @@ static int move(struct shm_peer *p, const struct rma__xfer *x)
 	if ((rc = shm_window(s, rk->key, need, x->raddr, x->len, &off)))
 		goto out;
 	if (s->region_id) {
-		rc = via_map(p, s, rk->key, &dst, x->raddr, x->len);
+		rc = via_map(p, s, rk->key,
+			     shm_raw_le(rk->raw, SHM_RAW_REGION_LEN, 8), &dst,
+			     x->raddr, x->len);
 		if (rc < 0) /* -EAGAIN: asked for the mapping, kicked on answer */
 			goto out;
 	}

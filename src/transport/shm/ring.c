@@ -73,9 +73,19 @@ void rma__shm_ring_reset(struct shm_row *row)
 bool rma__shm_ring_fits(const struct shm_peer *p, const struct rma__xfer *x)
 {
 	const struct rma__rkey *rk = x->rk;
-	return (x->len <= SHM_INLINE || (p->stage && x->len <= SHM_MAX_MSG)) &&
-	       p->ring && p->row && rk->raw && rk->raw_len == SHM_BLOB_LEN &&
-	       !(rk->raw[1] & SHM_BLOB_MEMFD) && !rma__region_device(x->local);
+	uint64_t slot;
+
+	if (!((x->len <= SHM_INLINE || (p->stage && x->len <= SHM_MAX_MSG)) &&
+	      p->ring && p->row && rk->raw && rk->raw_len == SHM_BLOB_LEN &&
+	      !rma__region_device(x->local)))
+		return false;
+	if (!(rk->raw[1] & SHM_BLOB_MEMFD))
+		return true;
+	/* A memfd region: mapped, if the grant buys the file. */
+	slot = shm_raw_le(rk->raw, SHM_RAW_SLOT, 4);
+	return slot < SHM_SLOTS &&
+	       !shm_mappable(shm_slot_at(p->tab, (uint32_t)slot),
+			     shm_raw_le(rk->raw, SHM_RAW_REGION_LEN, 8));
 }
 
 /* Take len bytes of the stage, in turn, whole (the end of the ring is

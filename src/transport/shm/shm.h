@@ -130,6 +130,29 @@ static inline int shm_window(const struct shm_slot *s, uint64_t key,
 	return 0;
 }
 
+/* A memfd region's file maps all of the region, for reading and writing
+ * (a receiver of an O_RDONLY fd reopens it read-write through /proc): the
+ * owner hands it only for a grant over all of it with both accesses.
+ * Other grants' ops go through the ring, which the owner checks, or by
+ * cross-memory attach. */
+static inline bool shm_mappable(const struct shm_slot *s, uint64_t region_len)
+{
+	return s->addr == s->region_addr && s->len == region_len &&
+	       (s->access & RMA_ACCESS_REMOTE_RW) == RMA_ACCESS_REMOTE_RW;
+}
+
+/* The little-endian field at off of a blob ad_parse validated. */
+static inline uint64_t shm_raw_le(const uint8_t *raw, unsigned off, unsigned n)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = n; i--;)
+		v = v << 8 | raw[off + i];
+	return v;
+}
+#define SHM_RAW_SLOT 4          /* u32: the grant's slot */
+#define SHM_RAW_REGION_LEN 72   /* u64: memfd regions' length */
+
 /* What the advertisement blob holds (SHM_BLOB_LEN bytes, little-endian). */
 struct shm_ident {
 	uint8_t boot[16];   /* /proc/sys/kernel/random/boot_id */
