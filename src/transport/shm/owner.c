@@ -46,6 +46,8 @@ static void row_unhold(struct shm_tr *st, struct shm_rowst *r)
 static void row_free(struct shm_tr *st, unsigned i)
 {
 	struct shm_rowst *r = &st->rows[i];
+	if (!r->s)
+		st->nquar--;
 	row_unhold(st, r);
 	atomic_store(&shm_row_at(st->tab, i)->cur, 0);
 	if (r->stage) { /* its pages back to the system, zero for the next */
@@ -92,9 +94,10 @@ void rma__shm_srv_close(struct shm_srv *s, bool bye)
 	st->nserved--;
 	if (s->row >= 0) {
 		struct shm_rowst *r = &st->rows[s->row];
-		if (!bye && !rma__shm_pid_dead(r->pidfd))
+		if (!bye && !rma__shm_pid_dead(r->pidfd)) {
 			r->s = NULL; /* quarantined */
-		else
+			st->nquar++;
+		} else
 			row_free(st, (unsigned)s->row);
 		s->row = -1;
 	}

@@ -144,7 +144,7 @@ static int shm_grant_add(struct rma__transport *t, struct rma__grant *g)
 	struct shm_slot *s;
 	uint32_t i;
 
-	if (st->nheld)
+	if (st->nheld || st->nquar)
 		rma__shm_rows_reap(st); /* slots cut-off copies held */
 	if (!st->nfree)
 		return RMA__DECLINE; /* table full: other transports carry it */
@@ -244,7 +244,9 @@ static void shm_progress(struct rma__transport *t)
 	now = rma__now_ns();
 	st->next_check = now + 100 * 1000000LL;
 	rma__shm_owner_expire(st, now);
-	if (st->nheld)
+	/* A quarantined row's process may have exited: its row and pidfd
+	 * come back now, not at a later HELLO. */
+	if (st->nheld || st->nquar)
 		rma__shm_rows_reap(st);
 	rma__shm_peers_expire(st, now);
 	rma__refusals_log(&st->refusals, now);

@@ -304,6 +304,7 @@ struct shm_tr {
 	char *tab;
 	uint32_t nfree, *free_slots;
 	unsigned nheld;           /* rows holding a slot (shm_rowst.hold) */
+	unsigned nquar;           /* rows quarantined (shm_rowst.s NULL) */
 	struct rma__watch lw;     /* listener */
 	struct shm_srv *served;
 	unsigned nserved;
