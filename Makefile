@@ -10,6 +10,8 @@
 #                       integration and fault tests (skipped without clang)
 #   make memcheck       valgrind memcheck on the CLI round trip (skipped
 #                       without valgrind)
+#   make rdma           verbs and ofi:prov=verbs on soft-RoCE in a QEMU guest
+#                       (tests/vm/README): the label rdma of build/
 #   make soak           mixed ops from several initiators with faults injected,
 #                       SOAK_SECONDS long (default 300), SOAK_ARGS for
 #                       --transport/--initiators; not part of make test
@@ -58,7 +60,7 @@ SAN_ENV = ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 TSAN_ENV = TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 die_after_fork=0 suppressions=$(CURDIR)/tests/tsan.supp"
 TSAN_FLAGS = -fsanitize=thread -fno-omit-frame-pointer
 
-.PHONY: all build deps demo test unit asan fuzz tsan memcheck soak install clean
+.PHONY: all build deps demo test unit asan fuzz tsan memcheck rdma soak install clean
 
 all: build
 
@@ -80,10 +82,15 @@ test: deps
 	$(MAKE) --no-print-directory fuzz DEPS=:
 	$(MAKE) --no-print-directory tsan DEPS=:
 	$(MAKE) --no-print-directory memcheck DEPS=:
+	$(MAKE) --no-print-directory rdma DEPS=:
 	@echo "make test: all steps passed"
 
 unit: build
-	$(CTEST) --test-dir $(BUILD) -j $(CTEST_JOBS)
+	$(CTEST) --test-dir $(BUILD) -j $(CTEST_JOBS) -LE rdma
+
+# One guest boot runs every rdma test (the fixture rdma_guest), so alone.
+rdma: build
+	$(CTEST) --test-dir $(BUILD) -L rdma
 
 asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DRMA_SANITIZE=ON -DBUILD_TESTING=ON $(CMAKE_ARGS)

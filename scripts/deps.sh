@@ -26,6 +26,16 @@ PACKAGES=(
 	libibverbs-dev
 	ibverbs-providers
 	valgrind
+	# the soft-RoCE guest of make rdma (tests/vm): QEMU, its initramfs
+	# (busybox, cpio, kmod's depmod), and in the guest rdma(8), the
+	# rxe provider's tools and libfabric's verbs provider
+	qemu-system-x86
+	busybox-static
+	cpio
+	kmod
+	rdma-core
+	ibverbs-utils
+	iproute2
 )
 
 # bench/compare's systems and plots besides: UCX's UCP library and headers

@@ -1,11 +1,12 @@
 #!/bin/sh
 # rma target (64 MiB, zeros) / put --fill 7 / get: the put's, the get's and
 # the target's final crc32c all agree, and differ from the zeros'.
+# CLI_TRANSPORT names the transport (default tcp).
 RMA=$1
 . "$(dirname "$0")/cli_lib.sh"
 SIZE=67108864
 
-start_target --transport tcp --size $SIZE
+start_target --transport "${CLI_TRANSPORT:-tcp}" --size $SIZE
 "$RMA" get "$token" --size $SIZE >"$tmp/get0.out" 2>"$tmp/get0.err" || fail "first get: status $?"
 zero=$(crc_of "$tmp/get0.out")
 [ -n "$zero" ] || fail "get printed no crc32c"

@@ -88,6 +88,16 @@ static int start(struct target *t, size_t rw_size, uint64_t rw_seed)
 /* For cases that need ops a stopped target cannot finish.  shm copies
  * without the target's help, except that a memfd region is mapped on first
  * use through the target: give it such memory. */
+/* A stopped verbs target's NIC still answers every read and write: its
+ * process has no part in them.  Stalling it would need its link cut, and
+ * rxe on Debian 12's kernel serves only the initial network namespace, so
+ * the suite's cases that stall a target end there for verbs (77), after
+ * what they check first; the fault matrix's link case covers the rest. */
+static bool served_by_nic(void)
+{
+	return !strncmp(transport, "verbs", 5);
+}
+
 static int start_stallable(struct target *t, size_t rw_size, uint64_t rw_seed)
 {
 	bool was = alloc_mem;
@@ -759,6 +769,11 @@ static int case_shutdown(void)
 	CHECK_RC(res, -ESHUTDOWN);
 	rma_engine_destroy(e);
 
+	if (served_by_nic()) {
+		target_stop(&t);
+		SKIP("%s: a stopped target's NIC still serves: cancelling "
+		     "ops that cannot finish is not tested here", transport);
+	}
 	/* Cancel: the target is stopped, so nothing can finish. */
 	for (int drain = 0; drain <= 300; drain += 300) {
 		e = engine(0);
@@ -836,6 +851,11 @@ static int case_peer_remove(void)
 		CHECK_EQ(c[i].result, 2 * MiB);
 	CHECK_EQ(test_check_fill(buf, 16 * MiB, 17), -1);
 
+	if (served_by_nic()) {
+		target_stop(&t);
+		SKIP("%s: a stopped target's NIC still serves: removing a peer "
+		     "whose ops cannot finish is not tested here", transport);
+	}
 	/* Ops that cannot finish (target stopped): cancelled at the timeout. */
 	CHECK_RC(rma_peer_connect(e, rem, 10000), 0);
 	memset(buf, 0xEE, 16 * MiB);

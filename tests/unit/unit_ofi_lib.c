@@ -155,8 +155,11 @@ static void rxm_buffers(int how)
 		int fds[2];
 		pthread_t t;
 		unsetenv("FI_OFI_RXM_USE_SRX");
-		if (how == RXM_USER)
+		unsetenv("FI_UNIVERSE_SIZE");
+		if (how == RXM_USER) {
 			setenv("FI_OFI_RXM_USE_SRX", "1", 1);
+			setenv("FI_UNIVERSE_SIZE", "300", 1);
+		}
 		if (how == RXM_THREAD) {
 			CHECK(pipe(fds) == 0);
 			CHECK(pthread_create(&t, NULL, parked, &fds[0]) == 0);
@@ -168,19 +171,23 @@ static void rxm_buffers(int how)
 			     RXM_THREAD : how;
 		CHECKF(rma__fi_load(&why) == 0, "%s", why);
 		v = getenv("FI_OFI_RXM_USE_SRX");
+		const char *u = getenv("FI_UNIVERSE_SIZE");
 		/* Measured: 5 MB without the shared context, 70 with. */
 		long mb = engine_mb();
 		switch (expect) {
 		case RXM_SET:
 			CHECKF(v && strcmp(v, "0") == 0, "%s", v ? v : "unset");
+			CHECKF(u && strcmp(u, "64") == 0, "universe %s", u ? u : "unset");
 			CHECKF(mb == -1 || mb < 25, "engine %ld MB", mb);
 			break;
 		case RXM_USER:
 			CHECKF(v && strcmp(v, "1") == 0, "%s", v ? v : "unset");
+			CHECKF(u && strcmp(u, "300") == 0, "universe %s", u ? u : "unset");
 			CHECKF(mb == -1 || mb >= 55, "engine %ld MB", mb);
 			break;
 		default:
 			CHECKF(!v, "set to %s", v);
+			CHECKF(!u, "universe set to %s", u);
 			CHECKF(mb == -1 || mb >= 55, "engine %ld MB", mb);
 		}
 		if (how == RXM_THREAD) {

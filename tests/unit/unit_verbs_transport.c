@@ -704,7 +704,7 @@ static void test_error_fails_its_op_then_replaces(void **state)
 	assert_int_equal(done[0].op_id, 1);
 	assert_int_equal(done[0].res, 0);
 	assert_int_equal(done[1].op_id, 2);
-	assert_int_equal(done[1].res, -EACCES);
+	assert_int_equal(done[1].res, -EKEYREJECTED);
 	assert_int_equal(done[2].op_id, 3);
 	assert_int_equal(done[2].res, -ECONNRESET);
 	assert_int_equal(modify_err_calls, 1);
@@ -713,7 +713,7 @@ static void test_error_fails_its_op_then_replaces(void **state)
 	/* The peer is reported failed with the first error, so the core
 	 * connects anew (a new QP) for later ops. */
 	assert_int_equal(failed_calls, 1);
-	assert_int_equal(failed_err, -EACCES);
+	assert_int_equal(failed_err, -EKEYREJECTED);
 	assert_int_not_equal(post(p, 4, RMA_OP_PUT, 8), 0);
 	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
 	struct vb_peer *q = up_peer();
@@ -993,7 +993,7 @@ static void test_ctl_replaces_errored_qp(void **state)
 	rma__verbs_ops.progress(t);
 	rma__verbs_ops.progress(t);
 	assert_int_equal(ndone, 2);
-	assert_int_equal(done[0].res, -EACCES);
+	assert_int_equal(done[0].res, -EKEYREJECTED);
 	assert_int_equal(done[1].res, -ECONNRESET);
 	/* Drained, and a new QP is being connected. */
 	assert_int_equal(p->base.state, RMA__PEER_CONNECTING);
@@ -1041,7 +1041,7 @@ static void test_wc_report_replaces_qp_once(void **state)
 	before = qp_destroys;
 	rma__verbs_ops.progress(t);
 	assert_int_equal(ndone, 3);
-	assert_int_equal(done[0].res, -EACCES);
+	assert_int_equal(done[0].res, -EKEYREJECTED);
 	assert_int_equal(qp_destroys, before + 1); /* the old QP only */
 	assert_true(p->has_qp);
 	assert_int_equal(p->base.state, RMA__PEER_CONNECTING);

@@ -74,29 +74,45 @@ static int threads(void)
  * other thread runs (setenv may free the array a concurrent getenv
  * reads).  Children the program starts later inherit it, as any variable.
  */
-#define RXM_ENV "FI_OFI_RXM_USE_SRX"
-#define RXM_VALUE "0"
+/*
+ * rxm sizes one message CQ per endpoint for every peer it may have: the
+ * universe size (FI_UNIVERSE_SIZE, 256 by default) times its per-connection
+ * send and receive queues (128 each), 65,536 entries, past what some
+ * devices allow (rxe's max_cqe is 32,767): verbs;ofi_rxm then fails
+ * fi_enable with EINVAL.  64 keeps that within every device's limit; a
+ * connection's queues, not the universe, bound what is in flight.  Read
+ * once, like the variable above.
+ */
+static const struct { const char *name, *value, *cost; } rxm_env[] = {
+	{ "FI_OFI_RXM_USE_SRX", "0", "each ofi:tcp endpoint then holds about "
+	  "70 MB of message buffers rma does not use" },
+	{ "FI_UNIVERSE_SIZE", "64", "ofi:verbs endpoints may then fail to "
+	  "start on devices with small completion queues" },
+};
 
 static void rxm_buffers(void)
 {
 	const char *skip = NULL;
 	void *h;
 
-	if (getenv(RXM_ENV))
-		return;
 	if ((h = dlopen(rma__fi_soname, RTLD_NOW | RTLD_NOLOAD))) {
 		dlclose(h);
 		skip = "the program loaded libfabric itself";
 	} else if (threads() != 1) {
 		skip = "other threads run";
-	} else if (setenv(RXM_ENV, RXM_VALUE, 0)) {
-		skip = strerror(errno);
 	}
-	if (skip)
-		rma__info("ofi: %s left unset (%s): each ofi:tcp endpoint "
-			  "then holds about 70 MB of message buffers rma does "
-			  "not use; %s=%s before the first engine saves most",
-			  RXM_ENV, skip, RXM_ENV, RXM_VALUE);
+	for (unsigned i = 0; i < RMA_ARRAY_SIZE(rxm_env); i++) {
+		const char *no = skip;
+		if (getenv(rxm_env[i].name))
+			continue;
+		if (!no && setenv(rxm_env[i].name, rxm_env[i].value, 0))
+			no = strerror(errno);
+		if (no)
+			rma__info("ofi: %s left unset (%s): %s; %s=%s before "
+				  "the first engine avoids it", rxm_env[i].name,
+				  no, rxm_env[i].cost, rxm_env[i].name,
+				  rxm_env[i].value);
+	}
 }
 
 static void load(void)

@@ -269,11 +269,14 @@ static struct vb_peer *peer_of(struct vb_tr *vt, uint32_t qp_num)
 	return NULL;
 }
 
+/* The core posts only what a token grants, inside its window, so a NIC's
+ * remote access error means the rkey no longer names the window: its grant
+ * was released (or the token forged), as a key-checking transport says. */
 static int wc_errno(enum ibv_wc_status s)
 {
 	switch (s) {
 	case IBV_WC_SUCCESS: return 0;
-	case IBV_WC_REM_ACCESS_ERR: return -EACCES;
+	case IBV_WC_REM_ACCESS_ERR: return -EKEYREJECTED;
 	case IBV_WC_LOC_PROT_ERR:
 	case IBV_WC_LOC_ACCESS_ERR: return -EFAULT;
 	case IBV_WC_RETRY_EXC_ERR:
@@ -1056,8 +1059,15 @@ static int vb_post(struct rma__peer *bp, const struct rma__xfer *x)
 	uint64_t first, last;
 	int rc;
 
-	if (!p->has_qp || p->qp_err)
-		return p->qp_err ? p->qp_err : -ENOTCONN;
+	if (!p->has_qp)
+		return -ENOTCONN;
+	if (p->qp_err) {
+		/* The QP drains after another op's error: this one waits for
+		 * the QP that replaces it (drained() pumps), rather than
+		 * failing with an error that was not its own. */
+		p->stalled = true;
+		return -EAGAIN;
+	}
 	if (!mr)
 		return -EINVAL;
 	l.addr = (uint64_t)(uintptr_t)x->laddr;
