@@ -1180,6 +1180,40 @@ static int case_admit(void)
 	       "connections", n);
 	CHECKF(ms < 1000, "an initiator waited %lld ms behind a flood",
 	       (long long)ms);
+
+	/* Welcomed, it is no handshake: handshakes that spoke and stalled,
+	 * from its own process and past that process's cap, evict their
+	 * own, not it. */
+	const struct rma__engine_params *ep = rma__engine_params(a);
+	struct rma__setup *su = calloc(20, sizeof *su);
+	int talk[20];
+	uint8_t key[16];
+	rma__setup_key(ep->secret, key);
+	CHECK(su);
+	for (int i = 0; i < 20; i++) {
+		struct sockaddr_un sun;
+		socklen_t sl = rma__shm_sockname((uint32_t)getpid(), ep->engine_id,
+						 &sun);
+		struct rma__setup_params sp = {
+			.key = key, .kind = SHM_SETUP_KIND, .engine_id = 0x5eed,
+			.expect_id = ep->engine_id,
+		};
+		talk[i] = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		CHECK(talk[i] >= 0);
+		CHECK(connect(talk[i], (struct sockaddr *)&sun, sl) == 0);
+		CHECK_RC(rma__setup_init(&su[i], talk[i], false, &sp), 0);
+		CHECK_RC(rma__setup_run(&su[i]), -EINPROGRESS); /* its hello */
+		rma_progress(a, 0);
+	}
+	for (int i = 0; i < 10; i++)
+		rma_progress(a, 1);
+	struct shm_msg m;
+	int fd = -1;
+	CHECKF(rma__shm_recv(c, &m, &fd) == 0, "a welcomed initiator was "
+	       "evicted by its process's stalled handshakes");
+	for (int i = 0; i < 20; i++)
+		close(talk[i]);
+	free(su);
 	close(c);
 	flood_end(pid, ready, go);
 	rma_engine_destroy(a);

@@ -92,6 +92,7 @@ void rma__shm_srv_close(struct shm_srv *s, bool bye)
 		pp = &(*pp)->next;
 	*pp = s->next;
 	st->nserved--;
+	rma__admit_drop(&st->admit, &s->adm);
 	if (s->row >= 0) {
 		struct shm_rowst *r = &st->rows[s->row];
 		if (!bye && !rma__shm_pid_dead(r->pidfd)) {
@@ -263,6 +264,8 @@ static void srv_cb(struct rma__watch *w, uint32_t ev)
 			r.b = (uint64_t)s->row;
 			if (!r.status && st->rows[s->row].stage)
 				r.c |= SHM_FEAT_STAGE;
+			if (!r.status) /* welcomed: its row bounds it now */
+				rma__admit_drop(&st->admit, &s->adm);
 			if (rma__shm_send(w->fd, &r, r.status ? -1 : st->tfd) || r.status) {
 				rc = -EPROTO;
 				break;
@@ -281,30 +284,74 @@ static void srv_cb(struct rma__watch *w, uint32_t ev)
 		rma__shm_srv_close(s, rc == -ECONNRESET || (ev & EPOLLHUP));
 }
 
+/* Nothing of the handshake has come in: the cheapest to lose. */
+static bool adm_silent(struct rma__admitted *a)
+{
+	struct shm_srv *s = container_of(a, struct shm_srv, adm);
+	return s->setup && rma__admit_silent(s->setup, s->w.fd);
+}
+
+static void adm_evict(struct rma__admitted *a)
+{
+	rma__shm_srv_close(container_of(a, struct shm_srv, adm), false);
+}
+
+/* Connections not yet welcomed have caps per process and in all, and a
+ * new one evicts the oldest (silent first, its own process's first).
+ * Welcomed ones hold a row: rows bound them, and evicting one would free
+ * nothing (its row is quarantined while its process lives). */
+static const struct rma__admit_ops adm_ops = {
+	.silent = adm_silent,
+	.evict = adm_evict,
+};
+
 static void accept_cb(struct rma__watch *w, uint32_t ev)
 {
 	struct shm_tr *st = container_of(w, struct shm_tr, lw);
 
-	for (;;) {
+	/* A bounded batch: a peer connecting as fast as we accept must not
+	 * keep this loop, and the engine lock, from everything else. */
+	for (int i = 0; i < SHM_ACCEPT_BATCH; i++) {
 		int fd = accept4(w->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		struct ucred cr;
 		socklen_t len = sizeof cr;
+		uint8_t who[16] = {0};
 		struct shm_srv *s;
 
-		if (fd < 0)
+		if (fd < 0) {
+			if (errno != EMFILE && errno != ENFILE)
+				return;
+			/* Out of fds: shed a handshake and come back next
+			 * round; with none to shed, stop listening until the
+			 * next check rather than spin. */
+			rma__refused(&st->refusals, RMA__REFUSED_LIMIT, rma__now_ns());
+			if (st->admit.nhandshakes)
+				rma__admit_make_room(&st->admit, NULL);
+			else if (!rma__watch_mod(st->e, &st->lw, 0))
+				st->listen_paused = true;
 			return;
+		}
 		/* Only our own user (or root) may attach: anyone else could not
 		 * copy anyway, and must not learn the table. */
 		if (st->nserved >= SHM_MAX_CONNS ||
 		    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) ||
-		    (cr.uid != geteuid() && cr.uid != 0) || cr.pid <= 0 ||
-		    !(s = calloc(1, sizeof *s))) {
+		    (cr.uid != geteuid() && cr.uid != 0) || cr.pid <= 0) {
 			close(fd);
 			continue;
 		}
+		/* The caps count per process: its pid and uid stand for the
+		 * remote address. */
+		memcpy(who, &cr.pid, sizeof cr.pid);
+		memcpy(who + 4, &cr.uid, sizeof cr.uid);
+		rma__admit_make_room(&st->admit, who);
+		if (!(s = calloc(1, sizeof *s))) {
+			close(fd);
+			continue;
+		}
+		memcpy(s->adm.raddr, who, sizeof who);
 		s->st = st;
 		s->row = -1;
-		s->hs_deadline = rma__now_ns() + SHM_HELLO_NS;
+		s->hs_deadline = rma__now_ns() + st->admit.lim.handshake_ns;
 		s->pid = cr.pid;
 		s->w.fd = fd;
 		s->w.cb = srv_cb;
@@ -324,14 +371,26 @@ static void accept_cb(struct rma__watch *w, uint32_t ev)
 		s->next = st->served;
 		st->served = s;
 		st->nserved++;
+		rma__admit_handshake(&st->admit, &s->adm);
 	}
 }
 
-int rma__shm_owner_init(struct shm_tr *st)
+int rma__shm_owner_init(struct shm_tr *st, const struct rma__topts *o)
 {
+	static const struct rma__admit_limits dflt = {
+		.conns = SHM_MAX_CONNS, .handshakes = 64,
+		.addr_conns = SHM_MAX_CONNS, .addr_handshakes = 8,
+		.handshake_ns = 3000 * 1000000LL, .idle_ns = -1,
+	};
 	struct sockaddr_un sun;
 	socklen_t len;
 	int rc;
+
+	st->admit.ops = &adm_ops;
+	st->admit.refusals = &st->refusals;
+	rc = rma__admit_options("shm", o, &dflt, &st->admit.lim);
+	if (rc)
+		return rc;
 
 	st->tfd = memfd_create("rma-shm-grants", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (st->tfd < 0)

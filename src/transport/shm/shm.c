@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -18,6 +19,12 @@ static const struct rma__topt_desc shm_options[] = {
 		  "through a buffer each peer shares (its CPU, for about twice "
 		  "the bandwidth); 0: they copy by cross-memory attach "
 		  "(default 1)"},
+	/* The listener's caps (owner.c; design.md section 10c). */
+	{"max_handshakes", "connections not yet welcomed (64)"},
+	{"max_addr_handshakes", "not yet welcomed, per process (8)"},
+	{"handshake_ms", "time to be welcomed (3000)"},
+	{"max_conns", "connections in all (1024)"},
+	{"max_addr_conns", "unused: rows bound each process's (1024)"},
 	{NULL, NULL},
 };
 
@@ -89,7 +96,7 @@ static int shm_init(struct rma_engine *e, const struct rma__topts *o,
 		fclose(f);
 	}
 	if (!rc)
-		rc = rma__shm_owner_init(st);
+		rc = rma__shm_owner_init(st, o);
 	if (rc) {
 		rma__shm_owner_fini(st);
 		free(st);
@@ -244,6 +251,8 @@ static void shm_progress(struct rma__transport *t)
 	now = rma__now_ns();
 	st->next_check = now + 100 * 1000000LL;
 	rma__shm_owner_expire(st, now);
+	if (st->listen_paused) /* fds again?  The next accept says */
+		st->listen_paused = rma__watch_mod(st->e, &st->lw, EPOLLIN) != 0;
 	/* A quarantined row's process may have exited: its row and pidfd
 	 * come back now, not at a later HELLO. */
 	if (st->nheld || st->nquar)

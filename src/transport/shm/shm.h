@@ -24,6 +24,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include "transport/admit.h"
 #include "transport/setup.h"
 #include "transport/transport.h"
 #include "util/util.h"
@@ -47,6 +48,7 @@
 #define SHM_CREDITS 32u            /* chunks copied per pump before reporting */
 #define SHM_DRAIN_MS 1000u         /* default bound on release's drain */
 #define SHM_MAX_CONNS 1024u
+#define SHM_ACCEPT_BATCH 32        /* accepts per wake-up of the listener */
 #define SHM_MAPS 64u               /* memfd regions a peer keeps mapped */
 #define SHM_PENDING 1024u          /* messages an owner queues for a full
 				    * socket before it closes the connection */
@@ -216,6 +218,7 @@ struct shm_tr;
 /* The owner's end of one initiator engine's control connection. */
 struct shm_srv {
 	struct rma__watch w;
+	struct rma__admitted adm; /* among the handshakes until WELCOME */
 	struct shm_tr *st;
 	pid_t pid;
 	int row;         /* -1 until HELLO */
@@ -306,6 +309,8 @@ struct shm_tr {
 	unsigned nheld;           /* rows holding a slot (shm_rowst.hold) */
 	unsigned nquar;           /* rows quarantined (shm_rowst.s NULL) */
 	struct rma__watch lw;     /* listener */
+	bool listen_paused;       /* out of fds: listens again at the next check */
+	struct rma__admit admit;  /* handshakes' caps, per process and in all */
 	struct shm_srv *served;
 	unsigned nserved;
 	struct shm_rowst rows[SHM_ROWS];
@@ -367,7 +372,7 @@ int rma__shm_pidfd(int sock, pid_t pid);
 bool rma__shm_pid_dead(int pidfd);
 
 /* owner.c */
-int rma__shm_owner_init(struct shm_tr *st);
+int rma__shm_owner_init(struct shm_tr *st, const struct rma__topts *o);
 void rma__shm_owner_fini(struct shm_tr *st);
 bool rma__shm_drain(struct shm_tr *st, uint32_t slot);
 void rma__shm_slot_put(struct shm_tr *st, uint32_t slot);
