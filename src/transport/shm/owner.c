@@ -106,29 +106,38 @@ void rma__shm_srv_close(struct shm_srv *s, bool bye)
 	close(s->w.fd);
 }
 
+/* A free row for s, within its process's share: one live process must
+ * not hold them all (a row it left while alive stays quarantined). */
 static int row_get(struct shm_tr *st, struct shm_srv *s)
 {
+	unsigned mine = 0;
+	int free_row = -1;
+
 	for (unsigned i = 0; i < SHM_ROWS; i++) {
 		struct shm_rowst *r = &st->rows[i];
 		if (r->used && !r->s && rma__shm_pid_dead(r->pidfd))
 			row_free(st, i); /* the quarantined process is gone */
 		if (r->used)
-			continue;
-		int fd = rma__shm_pidfd(s->w.fd, s->pid);
-		if (fd < 0)
-			return fd;
-		atomic_store(&shm_row_at(st->tab, i)->cur, 0);
-		rma__shm_ring_reset(shm_row_at(st->tab, i));
-		if (!st->stage_on || rma__shm_stage_map(st->tfd, i, &r->stage))
-			r->stage = NULL; /* served without: copies instead */
-		r->used = true;
-		r->s = s;
-		r->pidfd = fd;
-		r->pid = s->pid;
-		s->row = (int)i;
-		return 0;
+			mine += r->pid == s->pid;
+		else if (free_row < 0)
+			free_row = (int)i;
 	}
-	return -EUSERS;
+	if (mine >= SHM_PID_ROWS || free_row < 0)
+		return -EUSERS;
+	struct shm_rowst *r = &st->rows[free_row];
+	int fd = rma__shm_pidfd(s->w.fd, s->pid);
+	if (fd < 0)
+		return fd;
+	atomic_store(&shm_row_at(st->tab, (unsigned)free_row)->cur, 0);
+	rma__shm_ring_reset(shm_row_at(st->tab, (unsigned)free_row));
+	if (!st->stage_on || rma__shm_stage_map(st->tfd, (unsigned)free_row, &r->stage))
+		r->stage = NULL; /* served without: copies instead */
+	r->used = true;
+	r->s = s;
+	r->pidfd = fd;
+	r->pid = s->pid;
+	s->row = free_row;
+	return 0;
 }
 
 /* A memfd only to a peer that holds a live key of that region granting

@@ -32,6 +32,8 @@
 #define SHM_PAGE 4096u
 #define SHM_SLOTS 4096u            /* grants one engine shares at once */
 #define SHM_ROWS 256u              /* initiator engines attached at once */
+#define SHM_PID_ROWS 8u            /* rows one process holds, quarantined
+				    * ones too */
 #define SHM_SLOT_OFF SHM_PAGE
 #define SHM_ROW_OFF (SHM_SLOT_OFF + SHM_SLOTS * sizeof(struct shm_slot))
 #define SHM_TABLE_SIZE (SHM_ROW_OFF + SHM_ROWS * SHM_PAGE)
