@@ -417,7 +417,8 @@ int rma__shm_owner_init(struct shm_tr *st, const struct rma__topts *o)
 	}
 	*(uint64_t *)st->tab = SHM_TABLE_MAGIC;
 	st->free_slots = malloc(SHM_SLOTS * sizeof *st->free_slots);
-	if (!st->free_slots)
+	st->pend = malloc(SHM_SLOTS * sizeof *st->pend);
+	if (!st->free_slots || !st->pend)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < SHM_SLOTS; i++)
 		st->free_slots[st->nfree++] = SHM_SLOTS - 1 - i;
@@ -446,21 +447,26 @@ void rma__shm_owner_fini(struct shm_tr *st)
 	if (st->tfd >= 0)
 		close(st->tfd);
 	free(st->free_slots);
+	free(st->pend);
+}
+
+static bool pending(const struct shm_tr *st, uint64_t cur)
+{
+	uint64_t i = cur - 1;
+	return cur && i < SHM_SLOTS && (st->pend_bits[i / 64] >> (i % 64) & 1);
 }
 
 /*
- * The grant in slot is revoked (its key already 0).  Wait until no
- * initiator is inside a copy through it, for at most drain_ms: an
- * initiator whose process is gone is not waited for (its copy ended with
- * it); one still copying at the bound (a stopped process) loses its
- * connection and is logged: at most the one chunk it is in may still land.
- * True if such a row still names the slot: the caller keeps it out of the
- * free list (rma__shm_rows_reap gives it back).
+ * The grants in st->pend are revoked (their keys already 0).  Wait until
+ * no initiator is inside a copy through any of them, for at most drain_ms
+ * in all, however many there are: an initiator whose process is gone is
+ * not waited for (its copy ended with it); one still copying at the bound
+ * (a stopped process) loses its connection and is logged: at most the one
+ * chunk it is in may still land.  Then the slots go back to the free
+ * list, but one such a row still names (rma__shm_rows_reap gives it back).
  */
-bool rma__shm_drain(struct shm_tr *st, uint32_t slot)
+void rma__shm_drain(struct shm_tr *st)
 {
-	bool held = false;
-
 	int64_t deadline = rma__now_ns() + (int64_t)st->drain_ms * 1000000;
 
 	atomic_thread_fence(memory_order_seq_cst);
@@ -468,10 +474,11 @@ bool rma__shm_drain(struct shm_tr *st, uint32_t slot)
 		struct shm_rowst *r = &st->rows[i];
 		struct shm_row *row = shm_row_at(st->tab, i);
 		unsigned spins = 0;
+		uint64_t cur;
 
 		if (!r->used)
 			continue;
-		while (atomic_load(&row->cur) == (uint64_t)slot + 1) {
+		while (pending(st, cur = atomic_load(&row->cur))) {
 			if (++spins < 64)
 				continue;
 			if (rma__shm_pid_dead(r->pidfd))
@@ -483,19 +490,22 @@ bool rma__shm_drain(struct shm_tr *st, uint32_t slot)
 					  st->drain_ms, (unsigned long long)st->max_msg);
 				if (r->s)
 					rma__shm_srv_close(r->s, false);
-				if (r->used) { /* quarantined, still naming slot */
+				if (r->used) { /* quarantined, still naming the slot */
 					if (r->hold)
 						row_unhold(st, r);
-					r->hold = slot + 1;
+					r->hold = (uint32_t)cur;
 					st->nheld++;
-					held = true;
 				}
 				break;
 			}
 			sched_yield();
 		}
 	}
-	return held;
+	while (st->npend) {
+		uint32_t slot = st->pend[--st->npend];
+		st->pend_bits[slot / 64] &= ~(1ull << (slot % 64));
+		rma__shm_slot_put(st, slot);
+	}
 }
 
 void rma__shm_unmap_notify(struct shm_tr *st, uint32_t region_id)

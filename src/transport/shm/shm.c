@@ -151,7 +151,10 @@ static int shm_grant_add(struct rma__transport *t, struct rma__grant *g)
 	struct shm_slot *s;
 	uint32_t i;
 
-	if (st->nheld || st->nquar)
+	if (st->npend) /* a grant that never got out (another transport
+			* refused it), removed outside a release */
+		rma__shm_drain(st);
+	if (st->nheld)
 		rma__shm_rows_reap(st); /* slots cut-off copies held */
 	if (!st->nfree)
 		return RMA__DECLINE; /* table full: other transports carry it */
@@ -178,10 +181,22 @@ static void shm_grant_remove(struct rma__transport *t, struct rma__grant *g)
 	struct shm_tr *st = container_of(t, struct shm_tr, base);
 	uint32_t i = (uint32_t)(uintptr_t)*rma__grant_slot(g, t) - 1;
 
+	/* Drained with the region's other grants in revoke: each key is
+	 * cleared before any wait, and the wait is drain_ms in all. */
 	atomic_store(&shm_slot_at(st->tab, i)->key, 0);
-	if (!rma__shm_drain(st, i))
-		rma__shm_slot_put(st, i);
+	st->pend[st->npend++] = i;
+	st->pend_bits[i / 64] |= 1ull << (i % 64);
 	*rma__grant_slot(g, t) = NULL;
+}
+
+/* After every grant of r was removed: no copy through them runs once
+ * this returns. */
+static void shm_revoke(struct rma__transport *t, struct rma_region *r)
+{
+	struct shm_tr *st = container_of(t, struct shm_tr, base);
+
+	if (st->npend)
+		rma__shm_drain(st);
 }
 
 static int shm_ad_pack(struct rma__transport *t, const struct rma__grant *g,
@@ -281,6 +296,7 @@ const struct rma__transport_ops rma__shm_ops = {
 	.mem_dereg = shm_mem_dereg,
 	.grant_add = shm_grant_add,
 	.grant_remove = shm_grant_remove,
+	.revoke = shm_revoke,
 	.ad_pack = shm_ad_pack,
 	.ad_parse = shm_ad_parse,
 	.reachable = shm_reachable,

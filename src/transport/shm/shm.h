@@ -308,6 +308,10 @@ struct shm_tr {
 	int tfd;                  /* the grant table (memfd) */
 	char *tab;
 	uint32_t nfree, *free_slots;
+	/* Revoked, not yet drained: a release clears every grant's key,
+	 * then drains them together (revoke), drain_ms in all. */
+	uint32_t npend, *pend;
+	uint64_t pend_bits[SHM_SLOTS / 64];
 	unsigned nheld;           /* rows holding a slot (shm_rowst.hold) */
 	unsigned nquar;           /* rows quarantined (shm_rowst.s NULL) */
 	struct rma__watch lw;     /* listener */
@@ -376,7 +380,7 @@ bool rma__shm_pid_dead(int pidfd);
 /* owner.c */
 int rma__shm_owner_init(struct shm_tr *st, const struct rma__topts *o);
 void rma__shm_owner_fini(struct shm_tr *st);
-bool rma__shm_drain(struct shm_tr *st, uint32_t slot);
+void rma__shm_drain(struct shm_tr *st);
 void rma__shm_slot_put(struct shm_tr *st, uint32_t slot);
 void rma__shm_rows_reap(struct shm_tr *st);
 void rma__shm_unmap_notify(struct shm_tr *st, uint32_t region_id);
