@@ -362,6 +362,11 @@ int target_start(struct target *t, const struct target_opts *o)
 		FAIL("target did not start (%s)",
 		     n == 0 ? "it exited" : "no answer in 20 s");
 	if (!strncmp(line, "skip", 4)) {
+		/* Where the transport must work (the soft-RoCE guest sets
+		 * this), a target that cannot start is a failure. */
+		if (getenv("RMA_TEST_REQUIRE"))
+			FAIL("target cannot start (RMA_TEST_REQUIRE is set): %s",
+			     line + 5);
 		printf("SKIP: target: %s\n", line + 4);
 		test_reap(t->pid, 5000);
 		return TEST_SKIP;

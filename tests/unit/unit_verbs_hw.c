@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -43,6 +44,9 @@ int main(void)
 	for (i = 0; i < n && i < 8; i++)
 		if (!strcmp(ti[i].name, "verbs"))
 			break;
+	if ((i == n || i == 8 || !ti[i].available) && getenv("RMA_TEST_REQUIRE"))
+		FAIL("verbs unavailable (RMA_TEST_REQUIRE is set): %s",
+		     i < n && i < 8 ? ti[i].detail : "not built");
 	if (i == n || i == 8 || !ti[i].available)
 		SKIP("verbs unavailable: %s", i < n && i < 8 ? ti[i].detail : "not built");
 
