@@ -1094,8 +1094,14 @@ static int flood_child(int fd_ready, int fd_go, uint32_t pid, uint64_t id,
 	char ch;
 	int64_t t0 = test_now_ms();
 
+	struct rlimit rl;
+
 	if (read(fd_go, &ch, 1) != 1)
 		return 1;
+	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max; /* as many as it may */
+		(void)setrlimit(RLIMIT_NOFILE, &rl);
+	}
 	for (int i = 0; i < n && test_now_ms() - t0 < 20000;) {
 		int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (c < 0)
@@ -1157,7 +1163,7 @@ static int case_admit(void)
 
 	/* A process floods the listener with connections that say nothing. */
 	CHECK(!getrlimit(RLIMIT_NOFILE, &rl));
-	int conns = RMA_MIN(FLOOD_CONNS, (int)rl.rlim_cur - 64);
+	int conns = (int)RMA_MIN((rlim_t)FLOOD_CONNS, rl.rlim_max - 64);
 	n0 = count_fds();
 	pid_t pid = flood_start(a, conns, &ready, &go);
 	CHECK(write(go, "g", 1) == 1);
@@ -1244,7 +1250,7 @@ static int case_emfile(void)
 	low.rlim_cur = (rlim_t)count_fds() + 32;
 	CHECK(!setrlimit(RLIMIT_NOFILE, &low));
 	int dups[64], nd = 0;
-	while (nd < 64 && (dups[nd] = dup(0)) >= 0)
+	while (nd < 64 && (dups[nd] = dup(ready)) >= 0)
 		nd++;
 	CHECK(nd < 64 && errno == EMFILE);
 	CHECK(write(go, "g", 1) == 1);

@@ -23,8 +23,6 @@ static const struct rma__topt_desc shm_options[] = {
 	{"max_handshakes", "connections not yet welcomed (64)"},
 	{"max_addr_handshakes", "not yet welcomed, per process (8)"},
 	{"handshake_ms", "time to be welcomed (3000)"},
-	{"max_conns", "connections in all (1024)"},
-	{"max_addr_conns", "unused: rows bound each process's (1024)"},
 	{NULL, NULL},
 };
 
