@@ -361,9 +361,11 @@ static struct ibv_qp qps[MAXQP], *cur_qp;
 static struct ibv_qp_attr rtr_of[MAXQP]; /* each QP's INIT->RTR attributes */
 static bool rts_of[MAXQP];
 static int qp_creates, qp_in_err, modify_err_calls;
+static uint32_t send_wr_of[MAXQP]; /* each QP's max_send_wr asked */
 struct ibv_qp *__wrap_ibv_create_qp(struct ibv_pd *pd, struct ibv_qp_init_attr *a)
 {
 	struct ibv_qp *q = &qps[qp_creates % MAXQP];
+	send_wr_of[qp_creates % MAXQP] = a->cap.max_send_wr;
 	memset(&rtr_of[qp_creates % MAXQP], 0, sizeof rtr_of[0]);
 	rts_of[qp_creates % MAXQP] = false;
 	qp_creates++;
@@ -968,6 +970,10 @@ static void test_ctl_handshake(void **state)
 	assert_int_equal(rtr_of[a_qp + 1].rq_psn, ai.psn);
 	assert_true(rts_of[a_qp]);
 	assert_true(rts_of[a_qp + 1]);
+	/* The mirror only answers: a send queue of the fewest entries, not
+	 * the initiator's depth (kernel memory per connection). */
+	assert_int_equal(send_wr_of[a_qp], 512);
+	assert_true(send_wr_of[a_qp + 1] <= 4);
 	rma__verbs_ops.disconnect(&p->base, -ECANCELED);
 	rma__verbs_ops.fini(b);
 }

@@ -217,7 +217,7 @@ static int mirror_reset(struct vb_ctl *c)
 		rma__vqp_destroy(&c->qp);
 		c->has_qp = false;
 	}
-	rc = rma__verbs_new_qp(c->vt, &c->qp);
+	rc = rma__verbs_new_mirror(c->vt, &c->qp);
 	if (rc)
 		return rc;
 	c->has_qp = true;
@@ -258,7 +258,7 @@ static int hello_step(struct vb_ctl *c)
 
 	if (rc <= 0)
 		return rc;
-	rc = rma__verbs_new_qp(c->vt, &c->qp);
+	rc = rma__verbs_new_mirror(c->vt, &c->qp);
 	if (rc)
 		return rc;
 	c->has_qp = true;

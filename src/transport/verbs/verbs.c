@@ -943,6 +943,16 @@ int rma__verbs_new_qp(struct vb_tr *vt, struct rma__vqp *q)
 	return rma__vqp_create(q, vt->dom, vt->cq, vt->cq, &vt->qcfg);
 }
 
+/* A target's mirror only answers: the responder needs no send queue
+ * entries for reads or writes, so it gets the fewest the QP allows, not
+ * the initiator's depth (kernel memory per control connection). */
+int rma__verbs_new_mirror(struct vb_tr *vt, struct rma__vqp *q)
+{
+	struct rma__vqp_cfg cfg = vt->qcfg;
+	cfg.max_send_wr = cfg.reserve + 1;
+	return rma__vqp_create(q, vt->dom, vt->cq, vt->cq, &cfg);
+}
+
 static int vb_connect(struct rma__transport *t, const void *blob, size_t len,
 		      uint64_t engine_id, struct rma__peer **out)
 {

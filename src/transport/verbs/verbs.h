@@ -96,6 +96,7 @@ void rma__verbs_ctl_fini(struct vb_tr *vt);
 void rma__verbs_ctl_tick(struct vb_tr *vt, int64_t now);
 /* verbs.c, for ctl.c */
 int rma__verbs_new_qp(struct vb_tr *vt, struct rma__vqp *q);
+int rma__verbs_new_mirror(struct vb_tr *vt, struct rma__vqp *q);
 void rma__verbs_peer_up(struct vb_peer *p, const struct rma__vqp_info *info);
 void rma__verbs_peer_lost(struct vb_peer *p, int err);
 /* ibv access flags for a grant's MR: exactly what the grant allows. */
