@@ -2,7 +2,7 @@
  * fi_rma.c - a bare libfabric RMA loop (fi_writemsg / fi_read on an RDM
  * endpoint) through the same timed loop as `rma bench`.
  *
- *   fi_rma [--transport tcp|shm] [--op put|get] [--sizes LIST] [--window N]
+ *   fi_rma [--transport tcp|shm|verbs] [--op put|get] [--sizes LIST] [--window N]
  *          [--duration MS] [--peer 'ADDRESS-HEX RKEY REMOTE-ADDR' | --serve]
  *
  * --transport is the provider name: "tcp" gives tcp;ofi_rxm on libfabric
@@ -82,7 +82,9 @@ static int fail(const char *what, int rc)
 static int setup(struct fab *f, const struct hx_args *a, size_t len, uint64_t access)
 {
 	struct fi_info *hints = fi_allocinfo();
-	const char *node = strcmp(a->transport, "shm") ? "127.0.0.1" : NULL;
+	/* tcp and sockets bind loopback; shm and verbs have no such node. */
+	const char *node = !strncmp(a->transport, "tcp", 3) ||
+			   !strncmp(a->transport, "sockets", 7) ? "127.0.0.1" : NULL;
 	size_t plen = strlen(a->transport), slen = strlen(WAITFD_SUFFIX);
 	bool wait_fd = plen > slen && !strcmp(a->transport + plen - slen, WAITFD_SUFFIX);
 	int rc;
