@@ -35,11 +35,11 @@ cd "$build"
 : > "$out/summary"
 while read -r name limit cmd; do
 	[[ -z "$name" || "$name" == \#* ]] && continue
-	start=$(date +%s.%N)
+	start=$(date +%s%N)
 	timeout -k 5 "$limit" bash -c "$cmd" > "$out/$name.log" 2>&1
 	rc=$?
-	end=$(date +%s.%N)
+	ms=$((($(date +%s%N) - start) / 1000000))
 	echo "$rc" > "$out/$name.rc"
-	printf '%-44s rc %3d  %6.1f s\n' "$name" "$rc" "$(echo "$end - $start" | bc)" >> "$out/summary"
+	printf '%-44s rc %3d  %4d.%d s\n' "$name" "$rc" $((ms / 1000)) $((ms % 1000 / 100)) >> "$out/summary"
 done < "$out/list"
 touch "$out/done"
